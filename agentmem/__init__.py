@@ -1,0 +1,47 @@
+"""agentmem: context hygiene for LLM calls.
+
+    import agentmem
+    response = await agentmem.acompletion(model="openai/gpt-4o-mini", messages=[...],
+                                          session_id="ticket-42")
+
+``Hygiene`` is the engine; ``Policy`` says what it does; ``completion``/``acompletion`` are
+drop-ins for litellm's; ``agentmem serve`` runs the same engine as an OpenAI-compatible proxy.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models load from disk unless a user opts in
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from agentmem.api import Hygiene, HygieneResult, PreparedCall  # noqa: E402
+from agentmem.policy import Policy, load_policy  # noqa: E402
+from agentmem.report import Report  # noqa: E402
+
+__version__ = "0.1.0"
+
+_default: Hygiene | None = None
+
+
+def default_hygiene() -> Hygiene:
+    """The process-wide engine used by the module-level functions (settings from the env)."""
+    global _default
+    if _default is None:
+        _default = Hygiene()
+    return _default
+
+
+async def acompletion(model: str, messages: list[dict], **kwargs):
+    """``litellm.acompletion`` with hygiene first; extra keywords: session_id, stateful, policy."""
+    return await default_hygiene().acompletion(model, messages, **kwargs)
+
+
+def completion(model: str, messages: list[dict], **kwargs):
+    """``litellm.completion`` with hygiene first; extra keywords: session_id, stateful, policy."""
+    return default_hygiene().completion(model, messages, **kwargs)
+
+
+__all__ = ["Hygiene", "HygieneResult", "Policy", "PreparedCall", "Report", "acompletion",
+           "completion", "default_hygiene", "load_policy"]

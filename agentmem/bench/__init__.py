@@ -1,0 +1,1 @@
+"""`agentmem bench`: the overhead bench and the benchmark kinds of FORMATS.md."""

@@ -1,0 +1,61 @@
+"""`agentmem bench KIND --data FILE [--policy P] [--json OUT]` and `agentmem bench overhead`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from agentmem.bench.formats import READERS, BenchDataError
+from agentmem.bench.results import emit
+
+bench_app = typer.Typer(help="Benchmarks (formats: ../shared/bench/FORMATS.md).",
+                        no_args_is_help=True)
+
+_PENDING = {
+    "prune": "the Provence prune stage (issue 3)",
+    "history": "the prune and budget stages (issue 3)",
+    "tools": "the tool-loadout stage (issue 5)",
+    "clash": "the clash detector (issue 4)",
+    "poison": "the poisoning detector (issue 4)",
+}
+
+
+def _kind_command(kind: str):
+    def command(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benchmark file."),
+                policy: str = typer.Option("default", help="Policy preset or YAML path."),
+                json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here.")):
+        try:
+            records = READERS[kind](data)
+        except BenchDataError as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(2)
+        runner = _runner(kind)
+        if runner is None:
+            typer.echo(f"{data}: {len(records)} valid {kind} records. The {kind} bench needs "
+                       f"{_PENDING[kind]}, which this build does not have yet.", err=True)
+            raise typer.Exit(3)
+        emit(f"bench {kind}", runner(records, policy=policy), json_out)
+
+    command.__doc__ = f"Run the {kind} benchmark on a file in its FORMATS.md format."
+    return command
+
+
+def _runner(kind: str):
+    """The kind's runner, when its stage exists (filled in by the stage issues)."""
+    return None
+
+
+for _kind in READERS:
+    bench_app.command(_kind)(_kind_command(_kind))
+
+
+@bench_app.command()
+def overhead(json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here."),
+             calls: int = typer.Option(200, help="Measured calls per policy."),
+             turn_calls: int = typer.Option(30, help="Measured calls per session length.")):
+    """Proxy overhead over a direct litellm call, policies off/default, 10/100/1000 turns."""
+    from agentmem.bench.overhead import run_overhead
+
+    emit("bench overhead (ms)", run_overhead(calls=calls, turn_calls=turn_calls), json_out)

@@ -1,0 +1,128 @@
+"""The ``agentmem`` command: serve, bench, sessions, policies, echo-upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from agentmem.bench.cli import bench_app
+
+app = typer.Typer(help="agentmem: context hygiene for LLM calls.", no_args_is_help=True,
+                  add_completion=False)
+app.add_typer(bench_app, name="bench")
+sessions_app = typer.Typer(help="Read and delete stored sessions.", no_args_is_help=True)
+app.add_typer(sessions_app, name="sessions")
+policy_app = typer.Typer(help="List and check policies.", no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+console = Console()
+
+
+@app.command()
+def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+          port: int = typer.Option(8787, help="Port to listen on."),
+          policy: Optional[str] = typer.Option(None, help="Preset name or YAML path (default: 'default')."),
+          config: Optional[Path] = typer.Option(None, help="YAML settings file (see README)."),
+          redis_url: Optional[str] = typer.Option(None, help="Use this Redis instead of the embedded one."),
+          log_level: str = typer.Option("info", help="uvicorn log level.")):
+    """Run the OpenAI-compatible proxy (embedded Redis, no config needed)."""
+    import uvicorn
+
+    from agentmem.config import Settings
+    from agentmem.proxy import create_app
+
+    settings = Settings.load(config, policy=policy, redis_url=redis_url)
+    console.print(f"agentmem on http://{host}:{port}/v1  policy={settings.policy}  "
+                  f"store={settings.redis_url or 'embedded'}")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
+                timeout_graceful_shutdown=10)
+
+
+@app.command("echo-upstream")
+def echo_upstream(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8788)):
+    """Run the deterministic OpenAI-compatible upstream used by benches, examples and tests."""
+    import uvicorn
+
+    from agentmem.echo import create_echo_app
+
+    uvicorn.run(create_echo_app(), host=host, port=port, log_level="warning")
+
+
+def _run(coroutine):
+    return asyncio.run(coroutine)
+
+
+async def _with_store(work):
+    from agentmem.api import Hygiene
+
+    hygiene = Hygiene(policy="off")
+    try:
+        return await work(hygiene.store())
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+
+
+@sessions_app.command("list")
+def sessions_list(tenant: str = typer.Option("default"), limit: int = typer.Option(50)):
+    """Sessions of a tenant, most recent first."""
+    from rich.table import Table
+
+    rows = _run(_with_store(lambda store: store.list_sessions(tenant, limit=limit)))
+    table = Table("session", "turns", "calls", "policy", "model", "updated")
+    import datetime as dt
+
+    for row in rows:
+        updated = dt.datetime.fromtimestamp(row.get("updated_at", 0)).isoformat(timespec="seconds")
+        table.add_row(row["session_id"], str(row["turns"]), str(row["calls"]),
+                      row.get("policy", ""), row.get("model", ""), updated)
+    console.print(table)
+
+
+@sessions_app.command("show")
+def sessions_show(session_id: str, tenant: str = typer.Option("default")):
+    """Print a session's active turns as JSON."""
+    from agentmem.store import SessionHandle
+
+    turns = _run(_with_store(lambda store: store.active_turns(SessionHandle(tenant, session_id))))
+    if not turns:
+        console.print(f"no session {session_id!r}")
+        raise typer.Exit(1)
+    print(json.dumps([t.model_dump() for t in turns], indent=2, ensure_ascii=False))
+
+
+@sessions_app.command("delete")
+def sessions_delete(session_id: str, tenant: str = typer.Option("default")):
+    """Delete a session and everything stored with it."""
+    from agentmem.store import SessionHandle
+
+    removed = _run(_with_store(lambda store: store.delete(SessionHandle(tenant, session_id))))
+    console.print("deleted" if removed else f"no session {session_id!r}")
+    raise typer.Exit(0 if removed else 1)
+
+
+@policy_app.command("list")
+def policy_list():
+    """The shipped presets."""
+    from agentmem.policy import load_policy, preset_names
+
+    for name in preset_names():
+        console.print(f"[bold]{name}[/bold]: {load_policy(name).description}")
+
+
+@policy_app.command("check")
+def policy_check(path: str):
+    """Validate a policy file (or preset name); errors name the field."""
+    from agentmem.errors import PolicyError
+    from agentmem.policy import load_policy
+
+    try:
+        policy = load_policy(path)
+    except PolicyError as error:
+        console.print(f"[red]{error.message}[/red]")
+        raise typer.Exit(1)
+    print(policy.model_dump_json(indent=2))

@@ -1,0 +1,92 @@
+"""Server and library settings: a YAML file (optional) plus environment variables.
+
+Nothing is required: with no file and no variables agentmem runs the ``default`` policy on
+an embedded Redis under ``~/.agentmem`` and forwards any litellm model string. Provider keys
+and base URLs are read by litellm from its usual variables (``OPENAI_API_KEY``,
+``OPENAI_BASE_URL``, ...) or set per model in ``models``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentmem.errors import PolicyError
+
+
+class ModelRoute(BaseModel):
+    """A model name clients may send, mapped to litellm parameters (LiteLLM proxy style)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    litellm_params: dict[str, Any]
+
+    @field_validator("litellm_params")
+    @classmethod
+    def _has_model(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(value.get("model"), str) or not value["model"]:
+            raise ValueError("litellm_params.model is required")
+        return value
+
+    def resolved_params(self) -> dict[str, Any]:
+        """``os.environ/NAME`` values are read from the environment at call time."""
+        out = {}
+        for key, value in self.litellm_params.items():
+            if isinstance(value, str) and value.startswith("os.environ/"):
+                value = os.environ.get(value.removeprefix("os.environ/"))
+            out[key] = value
+        return out
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = "default"
+    redis_url: str | None = None
+    data_dir: Path | None = None
+    api_keys: dict[str, str] = Field(
+        default_factory=dict, description="Proxy API key -> tenant name. Empty: no auth, one tenant.")
+    models: list[ModelRoute] = Field(default_factory=list)
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    allow_policy_header: bool = Field(
+        True, description="Let clients pick a preset per request with X-Agentmem-Policy.")
+    default_tenant: str = "default"
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> "Settings":
+        """File values first, then ``AGENTMEM_*`` variables, then explicit overrides."""
+        data: dict[str, Any] = {}
+        path = path or os.environ.get("AGENTMEM_CONFIG")
+        if path:
+            try:
+                data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError) as error:
+                raise PolicyError(f"config {path}: {error}") from None
+            if not isinstance(data, dict):
+                raise PolicyError(f"config {path}: expected a mapping")
+        env = os.environ
+        if env.get("AGENTMEM_POLICY"):
+            data["policy"] = env["AGENTMEM_POLICY"]
+        if env.get("AGENTMEM_REDIS_URL"):
+            data["redis_url"] = env["AGENTMEM_REDIS_URL"]
+        if env.get("AGENTMEM_DATA_DIR"):
+            data["data_dir"] = env["AGENTMEM_DATA_DIR"]
+        if env.get("AGENTMEM_API_KEYS"):  # "key1=tenant1,key2=tenant2"
+            pairs = [p.split("=", 1) for p in env["AGENTMEM_API_KEYS"].split(",") if p.strip()]
+            data["api_keys"] = {k.strip(): (v.strip() if len(p) > 1 else "default")
+                                for p in pairs for k, v in [(p[0], p[-1])]}
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                                 for e in error.errors(include_url=False))
+            raise PolicyError(f"config: {problems}") from None
+
+    def route(self, model: str) -> ModelRoute | None:
+        return next((r for r in self.models if r.name == model), None)

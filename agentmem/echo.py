@@ -1,0 +1,141 @@
+"""A deterministic OpenAI-compatible upstream for benchmarks, examples and tests.
+
+It is a real HTTP server (``agentmem echo-upstream``), not a mock: it speaks the chat
+completions API, streams SSE the way OpenAI does, returns (parallel) tool calls, and records
+every request body it receives so a test can assert what reached the provider.
+
+Directives in the last user or tool message steer it:
+``[[tool:NAME {"json": "args"}]]`` (repeatable: parallel calls), ``[[status:503]]`` (fail with
+that status), ``[[cut:N]]`` (drop the connection after N streamed chunks), ``[[slow:MS]]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import re
+import time
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+
+_DIRECTIVE = re.compile(r"\[\[(tool|status|cut|slow):([^\s\]]+)(?:\s+(\{.*?\}))?\]\]", re.S)
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def create_echo_app(*, keep: int = 2000) -> FastAPI:
+    app = FastAPI(title="agentmem echo upstream")
+    received: collections.deque = collections.deque(maxlen=keep)
+    ids = itertools.count(1)
+
+    @app.get("/v1/models")
+    async def models():
+        return _json({"object": "list", "data": [
+            {"id": "echo", "object": "model", "created": 0, "owned_by": "agentmem"}]})
+
+    @app.get("/_echo/requests")
+    async def requests():
+        return _json(list(received))
+
+    @app.delete("/_echo/requests")
+    async def clear():
+        received.clear()
+        return _json({"cleared": True})
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = orjson.loads(await request.body())
+        received.append(body)
+        messages = body.get("messages") or []
+        last = messages[-1] if messages else {}
+        text = _text(last)
+        directives = _DIRECTIVE.findall(text)
+        for kind, value, _ in directives:
+            if kind == "slow":
+                await asyncio.sleep(int(value) / 1000)
+            if kind == "status":
+                code = int(value)
+                return _json({"error": {"message": f"echo upstream failing with {code} as asked",
+                                        "type": "server_error" if code >= 500 else "invalid_request_error",
+                                        "param": None, "code": None}}, status=code)
+        tool_names = {t.get("function", {}).get("name") for t in body.get("tools") or ()}
+        calls = [
+            {"id": f"call_{next(ids)}", "type": "function",
+             "function": {"name": name, "arguments": args or "{}"}}
+            for kind, name, args in directives
+            if kind == "tool" and last.get("role") == "user" and name in tool_names
+        ]
+        if last.get("role") == "tool":
+            results = [_text(m) for m in messages if m.get("role") == "tool"][-3:]
+            content = "tool results: " + " | ".join(r[:200] for r in results)
+        else:
+            content = None if calls else "echo: " + _DIRECTIVE.sub("", text).strip()[:500]
+        completion_id = f"chatcmpl-echo{next(ids)}"
+        created = int(time.time())
+        prompt_tokens = sum(len(_text(m).split()) + 3 for m in messages)
+        completion_tokens = len((content or "").split()) + 5 * len(calls)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        finish = "tool_calls" if calls else "stop"
+        model = body.get("model", "echo")
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+            if calls:
+                message["tool_calls"] = calls
+            return _json({"id": completion_id, "object": "chat.completion", "created": created,
+                          "model": model, "choices": [{"index": 0, "message": message,
+                                                       "logprobs": None, "finish_reason": finish}],
+                          "usage": usage, "system_fingerprint": "fp_echo"})
+        cut = next((int(v) for k, v, _ in directives if k == "cut"), None)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(
+            _stream(completion_id, created, model, content, calls, finish, usage,
+                    include_usage, cut),
+            media_type="text/event-stream")
+
+    return app
+
+
+async def _stream(completion_id, created, model, content, calls, finish, usage, include_usage, cut):
+    def chunk(delta, finish_reason=None, with_usage=None, choices=True):
+        data = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                "model": model, "system_fingerprint": "fp_echo",
+                "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                             "finish_reason": finish_reason}] if choices else []}
+        if include_usage:
+            data["usage"] = with_usage
+        return b"data: " + orjson.dumps(data) + b"\n\n"
+
+    pieces = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    if content:
+        words = content.split(" ")
+        pieces += [chunk({"content": (" " if i else "") + w}) for i, w in enumerate(words)]
+    for index, call in enumerate(calls):
+        args = call["function"]["arguments"]
+        half = len(args) // 2
+        pieces.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                             "function": {"name": call["function"]["name"],
+                                                          "arguments": args[:half]}}]}))
+        pieces.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": args[half:]}}]}))
+    pieces.append(chunk({}, finish))
+    if include_usage:
+        pieces.append(chunk(None, with_usage=usage, choices=False))
+    for sent, piece in enumerate(pieces):
+        if cut is not None and sent >= cut:
+            raise ConnectionAbortedError("echo upstream cutting the stream as asked")
+        yield piece
+        await asyncio.sleep(0)
+    yield b"data: [DONE]\n\n"

@@ -1,0 +1,321 @@
+"""The OpenAI chat request at the boundary: schema, semantic checks, hashing, tool-call units.
+
+Requests are validated with pydantic (strict, so ``"true"`` is not a boolean) and then
+checked for what a provider would reject later (a tool reply without its call, a call without
+its replies). The raw dicts are what travels on: agentmem never re-serialises a message it
+does not change, so kept messages reach the provider exactly as the client sent them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any, Literal, Union
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentmem.errors import InvalidRequest
+
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class TextPart(_Strict):
+    type: Literal["text"]
+    text: str
+
+
+class ImagePart(_Strict):
+    type: Literal["image_url"]
+    image_url: dict[str, Any]
+
+
+class AudioPart(_Strict):
+    type: Literal["input_audio"]
+    input_audio: dict[str, Any]
+
+
+class FilePart(_Strict):
+    type: Literal["file"]
+    file: dict[str, Any]
+
+
+class RefusalPart(_Strict):
+    type: Literal["refusal"]
+    refusal: str
+
+
+UserPart = Annotated[Union[TextPart, ImagePart, AudioPart, FilePart], Field(discriminator="type")]
+AssistantPart = Annotated[Union[TextPart, RefusalPart], Field(discriminator="type")]
+
+
+class FunctionCall(_Strict):
+    name: str = Field(min_length=1)
+    arguments: str
+
+
+class ToolCall(_Strict):
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class SystemMessage(_Strict):
+    role: Literal["system", "developer"]
+    content: str | list[TextPart]
+    name: str | None = None
+
+
+class UserMessage(_Strict):
+    role: Literal["user"]
+    content: str | list[UserPart]
+    name: str | None = None
+
+
+class AssistantMessage(_Strict):
+    role: Literal["assistant"]
+    content: str | list[AssistantPart] | None = None
+    tool_calls: list[ToolCall] | None = None
+    function_call: FunctionCall | None = None
+    name: str | None = None
+    refusal: str | None = None
+
+
+class ToolMessage(_Strict):
+    role: Literal["tool"]
+    content: str | list[TextPart]
+    tool_call_id: str = Field(min_length=1)
+
+
+class FunctionMessage(_Strict):
+    role: Literal["function"]
+    name: str = Field(min_length=1)
+    content: str | None
+
+
+Message = Annotated[
+    Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage, FunctionMessage],
+    Field(discriminator="role"),
+]
+
+
+class FunctionDefinition(_Strict):
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolDefinition(_Strict):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedToolChoice(_Strict):
+    type: Literal["function"]
+    function: dict[str, str]
+
+
+class StreamOptions(_Strict):
+    include_usage: bool | None = None
+
+
+class ChatRequestSchema(_Strict):
+    """The fields agentmem reads or that providers reject when malformed; others pass through."""
+
+    model: str = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1)
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    tools: list[ToolDefinition] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    functions: list[FunctionDefinition] | None = None
+    parallel_tool_calls: bool | None = None
+    n: int | None = Field(default=None, ge=1, le=128)
+    temperature: float | int | None = Field(default=None, ge=0, le=2)
+    top_p: float | int | None = Field(default=None, ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    user: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _session_id_is_text(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value and "session_id" in value and not isinstance(value["session_id"], str):
+            raise ValueError("metadata.session_id must be a string")
+        return value
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in {"str", "list", "function-after[_session_id_is_text(), nullable[dict[str,any]]]"}:
+            continue
+        elif str(part).startswith(("list[", "nullable[", "union[", "literal[", "function-")):
+            continue
+        elif str(part) in {"SystemMessage", "UserMessage", "AssistantMessage", "ToolMessage",
+                           "FunctionMessage", "TextPart", "ImagePart", "NamedToolChoice",
+                           "system", "developer", "user", "assistant", "tool", "function",
+                           "text", "image_url", "input_audio", "file", "refusal"}:
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def describe_validation_error(error: ValidationError) -> tuple[str, str | None]:
+    """One readable sentence for the first schema violation, and the parameter it names."""
+    first = error.errors(include_url=False)[0]
+    param = _location(first["loc"]) or None
+    message = first["msg"]
+    if first["type"] == "union_tag_invalid":
+        message = f"unknown {first['ctx'].get('discriminator', 'tag')}: {first['ctx'].get('tag')!r}; expected one of {first['ctx'].get('expected_tags')}"
+    elif first["type"] == "union_tag_not_found":
+        message = f"missing {first['ctx'].get('discriminator', 'tag')}"
+    return (f"Invalid value for '{param}': {message}" if param else message), param
+
+
+def parse_chat_request(body: Any, *, check_structure: bool = True) -> ChatRequestSchema:
+    """Validate a decoded JSON body; raise :class:`InvalidRequest` naming what is wrong.
+
+    ``check_structure=False`` skips the tool-call pairing rules, for stateful clients whose
+    new messages answer calls that only the stored history holds.
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    try:
+        request = ChatRequestSchema.model_validate(body)
+    except ValidationError as error:
+        message, param = describe_validation_error(error)
+        raise InvalidRequest(message, param=param) from None
+    if check_structure:
+        check_conversation(body["messages"])
+    _check_request_options(request)
+    return request
+
+
+def _check_request_options(request: ChatRequestSchema) -> None:
+    if request.stream_options is not None and not request.stream:
+        raise InvalidRequest("stream_options is only allowed when stream is true.",
+                             param="stream_options")
+    names = [tool.function.name for tool in request.tools or []]
+    duplicates = {name for name in names if names.count(name) > 1}
+    if duplicates:
+        raise InvalidRequest(f"Duplicate tool names: {sorted(duplicates)}.", param="tools")
+    if isinstance(request.tool_choice, NamedToolChoice):
+        wanted = request.tool_choice.function.get("name")
+        if not wanted:
+            raise InvalidRequest("tool_choice.function.name is required.", param="tool_choice")
+        if wanted not in names:
+            raise InvalidRequest(f"tool_choice names '{wanted}', which is not in tools.",
+                                 param="tool_choice")
+    elif request.tool_choice in {"required"} and not names:
+        raise InvalidRequest("tool_choice is 'required' but no tools were given.", param="tool_choice")
+
+
+def check_conversation(messages: list[dict[str, Any]]) -> None:
+    """The structural rules providers enforce: every tool call answered, right after it, once."""
+    seen_ids: set[str] = set()
+    pending: dict[str, int] = {}  # call id -> index of the assistant message that made it
+    for index, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            call_id = message["tool_call_id"]
+            if call_id not in pending:
+                if call_id in seen_ids:
+                    raise InvalidRequest(
+                        f"messages[{index}] answers tool call '{call_id}' a second time.",
+                        param=f"messages[{index}].tool_call_id")
+                raise InvalidRequest(
+                    f"messages[{index}] is a tool message whose tool_call_id '{call_id}' does not "
+                    "answer a tool call of the assistant message before it.",
+                    param=f"messages[{index}].tool_call_id")
+            del pending[call_id]
+            continue
+        if pending:
+            raise _unanswered(pending, index)
+        for call in message.get("tool_calls") or () if role == "assistant" else ():
+            if call["id"] in seen_ids:
+                raise InvalidRequest(f"Duplicate tool call id '{call['id']}' in messages[{index}].",
+                                     param=f"messages[{index}].tool_calls")
+            seen_ids.add(call["id"])
+            pending[call["id"]] = index
+    if pending:
+        raise _unanswered(pending, len(messages))
+
+
+def _unanswered(pending: dict[str, int], before: int) -> InvalidRequest:
+    where = next(iter(pending.values()))
+    return InvalidRequest(
+        f"The assistant message messages[{where}] has tool_calls that are not answered by tool "
+        f"messages before messages[{before}]: {sorted(pending)}.",
+        param=f"messages[{where}].tool_calls")
+
+
+def text_of(message: dict[str, Any]) -> str:
+    """The message's text as the model reads it (text parts joined, other parts skipped)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+    return ""
+
+
+def canonical(message: dict[str, Any]) -> dict[str, Any]:
+    """The fields that make a message what it is; null fields and client decorations drop out.
+
+    Clients echo an assistant reply back with extra nulls (``refusal``, ``audio``) or as text
+    parts; those must hash the same as what we stored, or every call would fork the session.
+    """
+    out: dict[str, Any] = {"role": message.get("role")}
+    content = message.get("content")
+    if isinstance(content, list) and all(p.get("type") == "text" for p in content):
+        content = text_of(message)
+    if content not in (None, ""):
+        out["content"] = content
+    for key in ("name", "tool_call_id"):
+        if message.get(key) is not None:
+            out[key] = message[key]
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {"id": c.get("id"), "name": c.get("function", {}).get("name"),
+             "arguments": c.get("function", {}).get("arguments")}
+            for c in message["tool_calls"]
+        ]
+    if message.get("function_call"):
+        out["function_call"] = message["function_call"]
+    return out
+
+
+def message_hash(message: dict[str, Any]) -> str:
+    return hashlib.blake2b(orjson.dumps(canonical(message), option=orjson.OPT_SORT_KEYS),
+                           digest_size=12).hexdigest()
+
+
+def chain_hash(previous: str, content_hash: str) -> str:
+    """Hash of the whole history up to a position: equal chains mean equal prefixes."""
+    return hashlib.blake2b(f"{previous}:{content_hash}".encode(), digest_size=12).hexdigest()
+
+
+def tool_call_units(messages: list[dict[str, Any]]) -> list[list[int]]:
+    """Indices grouped into units: an assistant message with tool calls plus all its replies.
+
+    Every other message is a unit of its own. Stages keep or drop whole units only.
+    """
+    units: list[list[int]] = []
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        if message.get("role") == "tool" and message.get("tool_call_id") in open_calls and units:
+            units[-1].append(index)
+            open_calls.discard(message["tool_call_id"])
+            continue
+        units.append([index])
+        open_calls = {c.get("id") for c in message.get("tool_calls") or ()} if message.get("role") == "assistant" else set()
+    return units

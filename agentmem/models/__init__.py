@@ -1,0 +1,1 @@
+"""Models: the sentence embedder now; the Provence pruner and NLI join here."""

@@ -1,0 +1,5 @@
+"""The OpenAI-compatible HTTP proxy (FastAPI)."""
+
+from agentmem.proxy.app import create_app
+
+__all__ = ["create_app"]

@@ -1,0 +1,31 @@
+"""Tenants: each configured proxy API key is a tenant; with no keys there is one tenant.
+
+The key is the client's ``Authorization: Bearer`` token. It is never forwarded to a
+provider: provider keys come from the environment or the model routes in the config.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import Request
+
+from agentmem.errors import AuthenticationFailed
+from agentmem.store.keys import ID_PATTERN
+
+
+def tenant_of(request: Request) -> str:
+    settings = request.app.state.settings
+    if not settings.api_keys:
+        return settings.default_tenant
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise AuthenticationFailed("Missing proxy API key: send 'Authorization: Bearer <key>'.",
+                                   code="missing_api_key")
+    for key, tenant in settings.api_keys.items():
+        if hmac.compare_digest(key.encode(), token.strip().encode()):
+            if not ID_PATTERN.match(tenant):
+                raise AuthenticationFailed("This key's tenant name is not valid.")
+            return tenant
+    raise AuthenticationFailed("Invalid proxy API key.", code="invalid_api_key")

@@ -1,0 +1,97 @@
+"""``POST /v1/chat/completions``: the proxy's call path.
+
+Read and validate the body, let the engine prepare a clean request (session, ingest,
+stages), call the provider through litellm, and relay the answer: JSON, or SSE chunk by
+chunk. The engine stores the reply when the answer is complete (or marks it partial).
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+import orjson
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response, StreamingResponse
+
+from agentmem import upstream
+from agentmem.errors import AgentmemError
+from agentmem.proxy.auth import tenant_of
+from agentmem.proxy.body import read_json
+from agentmem.streaming import relay_stream
+
+router = APIRouter()
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
+    state = request.app.state
+    body = await read_json(request, state.settings.max_body_bytes)
+    headers = request.headers
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    stateful = (headers.get("x-agentmem-stateful", "").lower() in _TRUE
+                or (isinstance(metadata, dict) and metadata.get("agentmem_stateful") is True))
+    policy = headers.get("x-agentmem-policy") if state.settings.allow_policy_header else None
+
+    call = await state.hygiene.prepare(body, tenant=tenant, session_id=headers.get("x-session-id"),
+                                       stateful=stateful, policy=policy)
+    route = state.settings.route(body["model"])
+    kwargs = upstream.litellm_kwargs(call.outgoing, route.resolved_params() if route else None)
+    try:
+        response = await upstream.acompletion(kwargs)
+    except AgentmemError as error:
+        await call.fail(error)
+        error.headers = call.headers()
+        raise
+    except BaseException as error:
+        await call.fail(error)
+        raise
+
+    if call.outgoing.get("stream"):
+        return StreamingResponse(_sse(relay_stream(response, call)), headers=call.headers(),
+                                 media_type="text/event-stream")
+    await call.finish_with_response(response)
+    return Response(orjson.dumps(completion_json(response)), headers=call.headers(),
+                    media_type="application/json")
+
+
+def completion_json(response: Any) -> dict[str, Any]:
+    """A litellm ModelResponse as the OpenAI JSON object (litellm-internal fields removed)."""
+    data = response.model_dump()
+    for choice in data.get("choices") or ():
+        message = choice.get("message") or {}
+        for key in ("provider_specific_fields", "reasoning_content", "thinking_blocks"):
+            message.pop(key, None)
+        if not message.get("tool_calls"):
+            message.pop("tool_calls", None)
+        if message.get("function_call") is None:
+            message.pop("function_call", None)
+    data.pop("provider_specific_fields", None)
+    return data
+
+
+def chunk_json(chunk: Any) -> bytes:
+    data = chunk.model_dump(exclude_none=True)
+    data.pop("provider_specific_fields", None)
+    for choice in data.get("choices") or ():
+        choice.setdefault("finish_reason", None)
+        delta = choice.get("delta") or {}
+        for key in ("provider_specific_fields", "reasoning_content", "thinking_blocks"):
+            delta.pop(key, None)
+    return orjson.dumps(data)
+
+
+async def _sse(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+    """OpenAI's framing: ``data: {json}\\n\\n`` per chunk, then ``data: [DONE]``.
+
+    A provider failure mid-stream ends with an ``error`` event (no [DONE]); OpenAI's clients
+    raise it as an APIError.
+    """
+    try:
+        async for chunk in chunks:
+            yield b"data: " + chunk_json(chunk) + b"\n\n"
+    except AgentmemError as error:
+        yield b"data: " + orjson.dumps(error.to_body()) + b"\n\n"
+        return
+    yield b"data: [DONE]\n\n"

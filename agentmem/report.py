@@ -1,0 +1,69 @@
+"""The per-call report: what each stage did, why, and what it cost.
+
+Reports are stored with the session and returned by id (``X-Agentmem-Report``), so every
+decision that changed what the model saw can be audited later.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Decision(BaseModel):
+    """One change to the outgoing request (or a decision to leave something alone)."""
+
+    action: str  # e.g. "drop_message", "prune_span", "drop_tool", "quarantine"
+    reason: str
+    message_index: int | None = None  # index in the incoming request
+    position: int | None = None  # position of the turn in the stored session
+    span: tuple[int, int] | None = None  # characters of the message's text
+    tool: str | None = None
+    score: float | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class StageRun(BaseModel):
+    stage: str
+    latency_ms: float = 0.0
+    decisions: list[Decision] = Field(default_factory=list)
+    error: str | None = None
+
+
+class IngestSummary(BaseModel):
+    new_turns: int = 0
+    stored_turns: int = 0
+    diverged_at: int | None = None  # first position where the client's history differs
+    superseded: int = 0  # stored turns no longer in the active history (kept in the log)
+    stateful: bool = False
+
+
+class Report(BaseModel):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    tenant: str
+    session_id: str
+    created_at: float = Field(default_factory=time.time)
+    policy: str
+    model: str | None = None
+    status: Literal["pending", "ok", "partial", "error", "passthrough"] = "pending"
+    error: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    ingest: IngestSummary = Field(default_factory=IngestSummary)
+    stages: list[StageRun] = Field(default_factory=list)
+    tokens_before: int = 0
+    tokens_after: int = 0
+    messages_before: int = 0
+    messages_after: int = 0
+    tools_before: int = 0
+    tools_after: int = 0
+    latency_ms: dict[str, float] = Field(default_factory=dict)
+    usage: dict[str, Any] | None = None
+    reply_position: int | None = None
+
+    def stage(self, name: str) -> StageRun:
+        run = StageRun(stage=name)
+        self.stages.append(run)
+        return run

@@ -1,0 +1,32 @@
+"""Hygiene stages and their registry.
+
+Each stage is one module here (quarantine, prune, tools, budget) registered under the name
+policies use. ``register_stage`` also lets an application add its own.
+"""
+
+from __future__ import annotations
+
+from agentmem.stages.base import Draft, OutgoingMessage, Stage, StageContext
+
+_REGISTRY: dict[str, type] = {}
+
+
+def register_stage(stage_class: type) -> type:
+    """Register a stage class under its ``name``; usable as a decorator."""
+    name = getattr(stage_class, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError("a stage class needs a non-empty string attribute 'name'")
+    _REGISTRY[name] = stage_class
+    return stage_class
+
+
+def available_stages() -> set[str]:
+    return set(_REGISTRY)
+
+
+def build_stages(names: list[str]) -> list[Stage]:
+    return [_REGISTRY[name]() for name in names]
+
+
+__all__ = ["Draft", "OutgoingMessage", "Stage", "StageContext", "available_stages",
+           "build_stages", "register_stage"]

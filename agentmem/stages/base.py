@@ -1,0 +1,82 @@
+"""The stage interface: each hygiene stage edits a Draft of the outgoing request.
+
+Stages never touch the stored session and never re-serialise a message they leave alone:
+they drop whole tool-call units, replace a message's text with a pruned copy, or drop tools,
+and record every change as a Decision. The validator checks the result after all stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from agentmem.messages import tool_call_units
+
+if TYPE_CHECKING:
+    from agentmem.policy import Policy
+    from agentmem.report import Report, StageRun
+    from agentmem.store.sessions import SessionHandle
+
+
+@dataclass
+class OutgoingMessage:
+    index: int  # position in the full incoming history (also the stored turn position)
+    message: dict[str, Any]  # the client's dict, or a pruned copy of it
+
+    @property
+    def role(self) -> str:
+        return self.message.get("role", "")
+
+
+@dataclass
+class Draft:
+    """The request as it will be sent: messages in their original order, and the tools."""
+
+    messages: list[OutgoingMessage]
+    tools: list[dict[str, Any]] | None
+    functions: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def of(cls, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+           functions: list[dict[str, Any]] | None = None) -> "Draft":
+        return cls([OutgoingMessage(i, m) for i, m in enumerate(messages)], tools, functions)
+
+    def units(self) -> list[list[OutgoingMessage]]:
+        """Kept messages grouped into tool-call units (see messages.tool_call_units)."""
+        plain = [m.message for m in self.messages]
+        return [[self.messages[i] for i in unit] for unit in tool_call_units(plain)]
+
+    def drop_unit(self, unit: list[OutgoingMessage]) -> None:
+        gone = {m.index for m in unit}
+        self.messages = [m for m in self.messages if m.index not in gone]
+
+    def replace_message(self, index: int, message: dict[str, Any]) -> None:
+        for kept in self.messages:
+            if kept.index == index:
+                kept.message = message
+                return
+        raise KeyError(index)
+
+    def plain_messages(self) -> list[dict[str, Any]]:
+        return [m.message for m in self.messages]
+
+
+@dataclass
+class StageContext:
+    """What a stage may read: the policy, the incoming history, the session and its report."""
+
+    policy: "Policy"
+    model: str
+    history: list[dict[str, Any]]  # the full incoming history, as sent (or rebuilt)
+    session: "SessionHandle | None"  # None when the store is unavailable or off
+    report: "Report"
+    run: "StageRun"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Stage(Protocol):
+    """A hygiene stage. ``name`` is what policies list; ``apply`` edits the draft in place."""
+
+    name: ClassVar[str]
+
+    async def apply(self, draft: Draft, context: StageContext) -> None: ...

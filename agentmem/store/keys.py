@@ -1,0 +1,64 @@
+"""The Redis key schema. Every key of a session carries the hash tag ``{tenant:session}``.
+
+The hash tag puts all of a session's keys in one Redis Cluster slot, so the commit
+transaction (MULTI/EXEC over several keys) works on a cluster as on a single server.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PREFIX = "agentmem"
+ID_PATTERN = re.compile(r"^[A-Za-z0-9._:@+=-]{1,200}$")
+
+
+@dataclass(frozen=True)
+class SessionKeys:
+    tenant: str
+    session_id: str
+
+    @property
+    def _base(self) -> str:
+        return f"{PREFIX}:{{{self.tenant}:{self.session_id}}}"
+
+    @property
+    def meta(self) -> str:  # hash: tenant, session_id, created_at, updated_at, policy, counters
+        return f"{self._base}:meta"
+
+    @property
+    def turns(self) -> str:  # hash: turn id -> TurnRecord JSON; ids are never reused
+        return f"{self._base}:turns"
+
+    @property
+    def active(self) -> str:  # list: turn ids of the current history, by position
+        return f"{self._base}:active"
+
+    @property
+    def chain(self) -> str:  # list aligned with active: "<chain hash>:<cumulative tokens>"
+        return f"{self._base}:chain"
+
+    @property
+    def embeddings(self) -> str:  # hash: turn id -> float16 sentence embeddings
+        return f"{self._base}:emb"
+
+    @property
+    def reports(self) -> str:  # hash: report id -> Report JSON
+        return f"{self._base}:reports"
+
+    @property
+    def report_ids(self) -> str:  # list: report ids in call order
+        return f"{self._base}:report_ids"
+
+    @property
+    def lock(self) -> str:
+        return f"{self._base}:lock"
+
+    def data_keys(self) -> list[str]:
+        return [self.meta, self.turns, self.active, self.chain, self.embeddings,
+                self.reports, self.report_ids]
+
+
+def tenant_index(tenant: str) -> str:
+    """Sorted set of a tenant's session ids by last update (its own slot)."""
+    return f"{PREFIX}:tenant:{{{tenant}}}:sessions"

@@ -1,0 +1,322 @@
+"""The session store: turns, history matching, the per-session lock, reports.
+
+Invariants this module keeps:
+- A turn, once written, is never modified or deleted (until the whole session is deleted or
+  expires). The *active* list says which turns form the current history; when a client's
+  history diverges from the stored one, the later stored turns leave the active list but
+  stay in ``turns``.
+- All writes of one call happen in one MULTI/EXEC, guarded by WATCH on the session lock, so
+  a call that lost its lock cannot write, and a reader never sees half a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from pydantic import BaseModel, Field
+from redis.asyncio.lock import Lock
+from redis.exceptions import LockError, RedisError, WatchError
+
+from agentmem.errors import SessionBusy
+from agentmem.report import Report
+from agentmem.store.keys import SessionKeys, tenant_index
+
+
+class StoreUnavailable(Exception):
+    """Redis could not be reached or failed mid-operation."""
+
+
+class TurnRecord(BaseModel):
+    """One message of a session, verbatim, with what ingest derived from it."""
+
+    id: int
+    position: int
+    role: str
+    message: dict[str, Any]  # exactly as the client sent it (or as the provider replied)
+    hash: str
+    chain: str
+    tokens: int
+    sentences: list[tuple[int, int]] = Field(default_factory=list)  # spans into the text
+    created_at: float = Field(default_factory=time.time)
+    source: str  # user | system | assistant | tool:NAME
+    partial: bool = False  # a streamed reply that was cut before it finished
+    error: str | None = None
+    report_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionHandle:
+    tenant: str
+    session_id: str
+
+    @property
+    def keys(self) -> SessionKeys:
+        return SessionKeys(self.tenant, self.session_id)
+
+
+@dataclass
+class StoredPrefix:
+    """How much of a client's history the store already holds."""
+
+    matched: int  # positions 0..matched-1 are stored with the same content
+    stored: int  # length of the stored active history
+    next_turn_id: int
+    tokens_matched: int  # cumulative tokens of the matched prefix
+    exists: bool
+
+    @property
+    def diverged_at(self) -> int | None:
+        return self.matched if self.matched < self.stored else None
+
+
+@dataclass
+class PendingWrite:
+    """Everything one call will write, collected on the call path and committed once."""
+
+    turns: list[TurnRecord] = field(default_factory=list)
+    embeddings: dict[int, bytes] = field(default_factory=dict)
+    truncate_to: int | None = None
+    report: Report | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _wrap_errors(func):
+    async def wrapper(*args, **kwargs):
+        try:
+            return await func(*args, **kwargs)
+        except RedisError as error:
+            if isinstance(error, (LockError,)):
+                raise
+            raise StoreUnavailable(f"{type(error).__name__}: {error}") from error
+        except OSError as error:
+            raise StoreUnavailable(f"{type(error).__name__}: {error}") from error
+    wrapper.__name__ = func.__name__
+    wrapper.__doc__ = func.__doc__
+    return wrapper
+
+
+class SessionStore:
+    def __init__(self, redis):
+        self.redis = redis
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+    @_wrap_errors
+    async def ping(self) -> bool:
+        return bool(await self.redis.ping())
+
+    # -- the lock ---------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def locked(self, handle: SessionHandle, *, timeout: float, wait: float
+                     ) -> AsyncIterator[Lock]:
+        """Serialise calls on one session; the lock is extended while the call runs."""
+        lock = self.redis.lock(handle.keys.lock, timeout=timeout, blocking_timeout=wait,
+                               thread_local=False)
+        try:
+            acquired = await lock.acquire()
+        except (RedisError, OSError) as error:
+            raise StoreUnavailable(f"{type(error).__name__}: {error}") from error
+        if not acquired:
+            raise SessionBusy(
+                f"session {handle.session_id!r} is busy with another request (waited {wait:g}s)",
+                code="session_busy")
+        keeper = asyncio.create_task(self._keep_alive(lock, timeout))
+        try:
+            yield lock
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(LockError, RedisError, OSError):
+                await lock.release()
+
+    @staticmethod
+    async def _keep_alive(lock: Lock, timeout: float) -> None:
+        with contextlib.suppress(LockError, RedisError, OSError, asyncio.CancelledError):
+            while True:
+                await asyncio.sleep(timeout / 3)
+                await lock.reacquire()
+
+    # -- ingest -------------------------------------------------------------------------------
+
+    @_wrap_errors
+    async def match_prefix(self, handle: SessionHandle, chains: list[str]) -> StoredPrefix:
+        """Compare the client's chain hashes with the stored ones (usually one round trip)."""
+        keys = handle.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.llen(keys.chain)
+            pipe.hlen(keys.turns)
+            pipe.lindex(keys.chain, -1)
+            pipe.exists(keys.meta)
+            stored, next_id, probe, exists = await pipe.execute()
+        n = len(chains)
+        if stored == 0:
+            return StoredPrefix(0, 0, next_id, 0, bool(exists))
+        probe_at = min(n, stored) - 1
+        if probe_at == stored - 1 and probe is not None:
+            entry = probe.decode()
+        else:
+            raw = await self.redis.lindex(keys.chain, probe_at)
+            entry = raw.decode() if raw else ""
+        if probe_at >= 0 and entry.split(":")[0] == chains[probe_at]:
+            return StoredPrefix(probe_at + 1, stored, next_id, int(entry.split(":")[1]), True)
+        # Slow path: the histories differ somewhere before; find the longest common prefix.
+        entries = [e.decode() for e in await self.redis.lrange(keys.chain, 0, probe_at)]
+        matched, tokens = 0, 0
+        for position, entry in enumerate(entries):
+            chain, cumulative = entry.split(":")
+            if chain != chains[position]:
+                break
+            matched, tokens = position + 1, int(cumulative)
+        return StoredPrefix(matched, stored, next_id, tokens, True)
+
+    @_wrap_errors
+    async def active_messages(self, handle: SessionHandle) -> list[dict[str, Any]]:
+        """The stored history as messages, for clients that send only new messages."""
+        return [t.message for t in await self.active_turns(handle)]
+
+    @_wrap_errors
+    async def active_turns(self, handle: SessionHandle) -> list[TurnRecord]:
+        keys = handle.keys
+        ids = await self.redis.lrange(keys.active, 0, -1)
+        if not ids:
+            return []
+        raw = await self.redis.hmget(keys.turns, ids)
+        return [TurnRecord.model_validate_json(r) for r in raw if r is not None]
+
+    @_wrap_errors
+    async def commit(self, handle: SessionHandle, lock: Lock | None, write: PendingWrite, *,
+                     ttl: int | None) -> None:
+        """Write one call's turns, report and counters atomically, if we still hold the lock."""
+        keys = handle.keys
+        now = time.time()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            if lock is not None:
+                await pipe.watch(keys.lock)
+                token = await pipe.get(keys.lock)
+                if token is None or token != lock.local.token:
+                    raise LockError("the session lock expired before the call could be stored")
+            pipe.multi()
+            if write.truncate_to is not None:
+                if write.truncate_to == 0:
+                    pipe.delete(keys.active, keys.chain)
+                else:
+                    pipe.ltrim(keys.active, 0, write.truncate_to - 1)
+                    pipe.ltrim(keys.chain, 0, write.truncate_to - 1)
+            if write.turns:
+                pipe.hset(keys.turns, mapping={str(t.id): t.model_dump_json() for t in write.turns})
+                cumulative = write.meta.pop("_tokens_base", 0)
+                chain_entries = []
+                for turn in write.turns:
+                    cumulative += turn.tokens
+                    chain_entries.append(f"{turn.chain}:{cumulative}")
+                pipe.rpush(keys.active, *[t.id for t in write.turns])
+                pipe.rpush(keys.chain, *chain_entries)
+            if write.embeddings:
+                pipe.hset(keys.embeddings, mapping={str(k): v for k, v in write.embeddings.items()})
+            if write.report is not None:
+                pipe.hset(keys.reports, write.report.id, write.report.model_dump_json())
+                pipe.rpush(keys.report_ids, write.report.id)
+                pipe.hincrby(keys.meta, "calls", 1)
+            pipe.hsetnx(keys.meta, "created_at", now)
+            pipe.hset(keys.meta, mapping={"tenant": handle.tenant, "session_id": handle.session_id,
+                                          "updated_at": now, **write.meta})
+            for key in keys.data_keys():
+                if ttl:
+                    pipe.expire(key, ttl)
+                else:
+                    pipe.persist(key)
+            try:
+                await pipe.execute()
+            except WatchError:
+                raise LockError("the session lock changed hands before the call could be stored") from None
+        await self.redis.zadd(tenant_index(handle.tenant), {handle.session_id: now})
+
+    @_wrap_errors
+    async def add_embeddings(self, handle: SessionHandle, embeddings: dict[int, bytes]) -> None:
+        if embeddings:
+            await self.redis.hset(handle.keys.embeddings,
+                                  mapping={str(k): v for k, v in embeddings.items()})
+
+    @_wrap_errors
+    async def missing_embeddings(self, handle: SessionHandle, turn_ids: list[int]) -> list[int]:
+        if not turn_ids:
+            return []
+        present = await self.redis.hmget(handle.keys.embeddings, [str(i) for i in turn_ids])
+        return [i for i, value in zip(turn_ids, present) if value is None]
+
+    @_wrap_errors
+    async def embeddings(self, handle: SessionHandle, turn_ids: list[int]) -> dict[int, bytes]:
+        if not turn_ids:
+            return {}
+        values = await self.redis.hmget(handle.keys.embeddings, [str(i) for i in turn_ids])
+        return {i: v for i, v in zip(turn_ids, values) if v is not None}
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @_wrap_errors
+    async def list_sessions(self, tenant: str, *, limit: int = 100, offset: int = 0
+                            ) -> list[dict[str, Any]]:
+        """Most recently updated first; ids whose data expired are dropped from the index."""
+        index = tenant_index(tenant)
+        ids = [i.decode() for i in await self.redis.zrevrange(index, offset, offset + limit - 1)]
+        out, stale = [], []
+        for session_id in ids:
+            meta = await self.meta(SessionHandle(tenant, session_id))
+            if meta is None:
+                stale.append(session_id)
+            else:
+                out.append(meta)
+        if stale:
+            await self.redis.zrem(index, *stale)
+        return out
+
+    @_wrap_errors
+    async def meta(self, handle: SessionHandle) -> dict[str, Any] | None:
+        keys = handle.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.meta)
+            pipe.llen(keys.active)
+            pipe.hlen(keys.turns)
+            raw, active, total = await pipe.execute()
+        if not raw:
+            return None
+        meta = {k.decode(): v.decode() for k, v in raw.items()}
+        for name in ("created_at", "updated_at"):
+            if name in meta:
+                meta[name] = float(meta[name])
+        meta["calls"] = int(meta.get("calls", 0))
+        meta["turns"] = active
+        meta["stored_turns"] = total
+        return meta
+
+    @_wrap_errors
+    async def all_turns(self, handle: SessionHandle) -> list[TurnRecord]:
+        raw = await self.redis.hgetall(handle.keys.turns)
+        turns = [TurnRecord.model_validate_json(v) for v in raw.values()]
+        return sorted(turns, key=lambda t: t.id)
+
+    @_wrap_errors
+    async def reports(self, handle: SessionHandle, *, limit: int = 100) -> list[Report]:
+        keys = handle.keys
+        ids = await self.redis.lrange(keys.report_ids, -limit, -1)
+        if not ids:
+            return []
+        raw = await self.redis.hmget(keys.reports, ids)
+        return [Report.model_validate_json(r) for r in raw if r is not None]
+
+    @_wrap_errors
+    async def report(self, handle: SessionHandle, report_id: str) -> Report | None:
+        raw = await self.redis.hget(handle.keys.reports, report_id)
+        return Report.model_validate_json(raw) if raw else None
+
+    @_wrap_errors
+    async def delete(self, handle: SessionHandle) -> bool:
+        keys = handle.keys
+        removed = await self.redis.delete(*keys.data_keys())
+        await self.redis.zrem(tenant_index(handle.tenant), handle.session_id)
+        return removed > 0

@@ -1,0 +1,94 @@
+"""Relaying a provider stream while assembling the reply that will be stored.
+
+The client gets every chunk as it arrives. The reply is written once, when the stream ends:
+whole if it finished, marked ``partial`` with the reason if the provider cut it or the
+client went away. A cancelled request cannot await, so the write runs as its own task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator
+
+from agentmem.upstream import as_upstream_error
+
+
+class ReplyAssembler:
+    """Folds streamed deltas into one assistant message (content and tool calls by index)."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.tool_calls: dict[int, dict[str, Any]] = {}
+        self.refusal: list[str] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.chunks = 0
+
+    def add(self, chunk: Any) -> None:
+        self.chunks += 1
+        usage = getattr(chunk, "usage", None)
+        if usage:
+            self.usage = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) != 0:
+                continue
+            self.finish_reason = getattr(choice, "finish_reason", None) or self.finish_reason
+            delta = getattr(choice, "delta", None)
+            if delta is None:
+                continue
+            if getattr(delta, "content", None):
+                self.content.append(delta.content)
+            if getattr(delta, "refusal", None):
+                self.refusal.append(delta.refusal)
+            for call in getattr(delta, "tool_calls", None) or ():
+                index = getattr(call, "index", None)
+                if index is None:  # providers without indices: a new id starts a new call
+                    index = max(self.tool_calls, default=-1) + (1 if getattr(call, "id", None) else 0)
+                slot = self.tool_calls.setdefault(
+                    index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                if getattr(call, "id", None):
+                    slot["id"] = call.id
+                function = getattr(call, "function", None)
+                if function is not None:
+                    if getattr(function, "name", None):
+                        slot["function"]["name"] = function.name
+                    if getattr(function, "arguments", None):
+                        slot["function"]["arguments"] += function.arguments
+
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant",
+                                   "content": "".join(self.content) if self.content else None}
+        calls = [self.tool_calls[i] for i in sorted(self.tool_calls) if self.tool_calls[i]["id"]]
+        if calls:
+            message["tool_calls"] = calls
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)
+        return message
+
+
+async def relay_stream(stream: Any, call: Any) -> AsyncIterator[Any]:
+    """Yield the provider's chunks; store the assembled reply when the stream ends."""
+    assembler = ReplyAssembler()
+    finished = False
+    try:
+        async for chunk in stream:
+            assembler.add(chunk)
+            yield chunk
+        finished = True
+    except (asyncio.CancelledError, GeneratorExit):
+        call.hygiene.spawn(_store(call, assembler, "the client disconnected before the stream ended"))
+        raise
+    except Exception as error:
+        await _store(call, assembler, f"the provider stream failed: {error}")
+        raise as_upstream_error(error) from error
+    if finished:
+        call.report.usage = assembler.usage
+        await call.finish(assembler.message())
+
+
+async def _store(call: Any, assembler: ReplyAssembler, reason: str) -> None:
+    if assembler.chunks == 0 and not assembler.content and not assembler.tool_calls:
+        await call.fail(RuntimeError(reason))
+        return
+    call.report.usage = assembler.usage
+    await call.finish(assembler.message(), partial=True, error=reason)

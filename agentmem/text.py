@@ -1,0 +1,112 @@
+"""Offline sentence splitting with character spans, and token counting.
+
+Every stage works on the same sentences, so splitting happens once per turn at ingest and
+the spans are stored with the turn. The splitter is a deterministic regex splitter with the
+rules of the benchmark data (see ../shared/data/README.md): a boundary is ``.``, ``!`` or ``?``
+(plus closing quotes or brackets) followed by whitespace and an upper-case letter or digit,
+with abbreviations, initials and decimals guarded. Newline-separated blocks (lists, tool
+output, code) are split at blank lines and line breaks first. We wrote it instead of using
+nltk (needs data files that pip does not ship) or pysbd (unmaintained, ~50x slower), and so
+that the pruner sees sentences cut the way its training data was cut.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+_ABBREVIATIONS = frozenset(
+    """mr mrs ms dr prof sr jr st mt ft gen col capt lt sgt rev hon gov sen rep pres
+    e.g i.e vs cf al approx dept est fig jan feb mar apr jun jul aug sep sept oct nov dec
+    lit ca viz inc ltd co corp etc u.s u.k a.m p.m no nos vol vols pp p c d b ed eds""".split()
+)
+_NUMBER_ABBREVIATIONS = frozenset({"no", "nos", "vol", "vols", "pp", "p", "c", "d", "b", "fig"})
+_AMBIGUOUS = frozenset({"etc", "inc", "ltd", "co", "corp", "jr", "u.s", "u.k", "a.m", "p.m", "al"})
+_SENTENCE_OPENERS = frozenset(
+    "The A An In On At However But And This That These Those It He She They We I You "
+    "There Then When While After Before As If Although Because Since So Thus Meanwhile".split()
+)
+
+# Candidate boundary: terminal punctuation, optional closers, whitespace, then a capital/digit
+# (or an opening quote/bracket before one).
+_BOUNDARY = re.compile(r"""[.!?]+["'”’)\]]*(?=\s+["'“‘(\[]?[A-Z0-9])""")
+_BLOCK = re.compile(r"[^\n]+(?:\n(?!\s*\n)[ \t]*(?![-*•]|\d+[.)]\s)[^\n]+)*")
+
+
+class Span(NamedTuple):
+    """A sentence as a half-open character range into the text it came from."""
+
+    start: int
+    end: int
+
+
+def split_sentences(text: str) -> list[Span]:
+    """Split ``text`` into sentence spans; ``text[s.start:s.end]`` is the trimmed sentence."""
+    spans: list[Span] = []
+    for block in _BLOCK.finditer(text):
+        _split_block(text, block.start(), block.end(), spans)
+    return spans
+
+
+def sentences(text: str) -> list[str]:
+    return [text[s.start : s.end] for s in split_sentences(text)]
+
+
+def _split_block(text: str, start: int, end: int, out: list[Span]) -> None:
+    cursor = start
+    for match in _BOUNDARY.finditer(text, start, end):
+        if match.group().startswith(".") and len(match.group().rstrip("\"'”’)]")) == 1:
+            if not _is_real_period(text, cursor, match.start(), match.end()):
+                continue
+        _append_trimmed(text, cursor, match.end(), out)
+        cursor = match.end()
+    _append_trimmed(text, cursor, end, out)
+
+
+def _is_real_period(text: str, sentence_start: int, dot: int, after: int) -> bool:
+    word_match = re.search(r"([\w.]+)$", text[sentence_start:dot])
+    if not word_match:
+        return True
+    word = word_match.group(1)
+    lower = word.lower()
+    next_word = re.match(r"\s*[\"'“‘(\[]?(\w+)", text[after : after + 40])
+    following = next_word.group(1) if next_word else ""
+    if re.fullmatch(r"\d+", word) and following.isdigit():
+        return True  # "in 1990. 2001 was" is rare; keep the split
+    if lower in _NUMBER_ABBREVIATIONS:
+        return not following[:1].isdigit() and lower not in {"no", "vol", "pp", "fig"}
+    if re.fullmatch(r"[A-Z]", word):  # an initial: "John F. Kennedy"
+        return False
+    if lower in _AMBIGUOUS or re.fullmatch(r"(?:[a-z]\.)+[a-z]", lower):
+        return following in _SENTENCE_OPENERS
+    return lower not in _ABBREVIATIONS
+
+
+def _append_trimmed(text: str, start: int, end: int, out: list[Span]) -> None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end > start:
+        out.append(Span(start, end))
+
+
+DEFAULT_TOKENIZER_MODEL = "gpt-4o"
+
+
+@lru_cache(maxsize=1)
+def _counter():
+    from agentmem.upstream import litellm  # configures litellm for offline use first
+
+    return litellm.token_counter
+
+
+def count_tokens(text: str, model: str | None = None) -> int:
+    """Tokens of a plain text with litellm's counter (tiktoken for OpenAI-style models)."""
+    if not text:
+        return 0
+    return _counter()(model=model or DEFAULT_TOKENIZER_MODEL, text=text)
+
+
+MESSAGE_OVERHEAD_TOKENS = 3  # role and separators per message, as OpenAI's cookbook counts them

@@ -1,0 +1,61 @@
+"""The one place agentmem talks to providers: litellm, configured for offline use.
+
+Importing litellm normally fetches a model-cost map from the internet and prints debug
+hints; both are turned off before the import. Provider errors become UpstreamError with the
+provider's status, so clients see the same status they would have seen without agentmem.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_LOG", "ERROR")
+
+import litellm  # noqa: E402
+
+from agentmem.errors import UpstreamError  # noqa: E402
+
+litellm.suppress_debug_info = True
+litellm.drop_params = False
+
+_NOT_FOR_PROVIDER = {"model"}
+
+
+def litellm_kwargs(body: dict, route_params: dict | None) -> dict:
+    """The request body as litellm keyword arguments, with a configured route applied."""
+    kwargs = {k: v for k, v in body.items() if k not in _NOT_FOR_PROVIDER}
+    if route_params:
+        kwargs.update(route_params)
+    else:
+        kwargs["model"] = body["model"]
+    return kwargs
+
+
+async def acompletion(kwargs: dict):
+    """Call litellm; map its exceptions to UpstreamError with the provider's status."""
+    try:
+        return await litellm.acompletion(**kwargs)
+    except Exception as error:  # litellm raises many types; each carries a status
+        raise as_upstream_error(error) from error
+
+
+def as_upstream_error(error: BaseException) -> UpstreamError:
+    if isinstance(error, UpstreamError):
+        return error
+    status = getattr(error, "status_code", None)
+    if not isinstance(status, int) or status < 400:
+        status = 502
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    error_type = {400: "invalid_request_error", 401: "authentication_error",
+                  403: "permission_error", 404: "not_found_error",
+                  429: "rate_limit_error"}.get(status, "upstream_error")
+    return UpstreamError(f"upstream: {message}", status_code=status, error_type=error_type,
+                         code=type(error).__name__)
+
+
+def context_window(model: str) -> int | None:
+    try:
+        return litellm.get_model_info(model).get("max_input_tokens")
+    except Exception:  # unknown model: no window known
+        return None

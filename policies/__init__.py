@@ -1,0 +1,1 @@
+"""Policy presets shipped with agentmem (YAML files beside this module)."""
