@@ -78,7 +78,7 @@ def sessions_list(tenant: str = typer.Option("default"), limit: int = typer.Opti
 
     for row in rows:
         updated = dt.datetime.fromtimestamp(row.get("updated_at", 0)).isoformat(timespec="seconds")
-        table.add_row(row["session_id"], str(row["turns"]), str(row["calls"]),
+        table.add_row(row["session_id"], str(row["turn_count"]), str(row["calls"]),
                       row.get("policy", ""), row.get("model", ""), updated)
     console.print(table)
 

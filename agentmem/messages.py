@@ -150,20 +150,22 @@ class ChatRequestSchema(_Strict):
         return value
 
 
+_MARKERS = ("list[", "nullable[", "union[", "literal[", "function-", "json-or-python[")
+_TAGGED_LISTS = {"messages", "content"}  # lists whose items are discriminated unions
+
+
 def _location(loc: tuple[Any, ...]) -> str:
+    """``('messages', 1, 'assistant', 'tool_calls', 0, ...)`` -> ``messages[1].tool_calls[0]...``.
+
+    pydantic puts union markers and discriminator tags into the path; they are dropped.
+    """
+    parts = [p for p in loc if not (isinstance(p, str) and (p.startswith(_MARKERS) or p in {"str", "int", "float", "bool", "NamedToolChoice"}))]
     out = ""
-    for part in loc:
+    for i, part in enumerate(parts):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in {"str", "list", "function-after[_session_id_is_text(), nullable[dict[str,any]]]"}:
-            continue
-        elif str(part).startswith(("list[", "nullable[", "union[", "literal[", "function-")):
-            continue
-        elif str(part) in {"SystemMessage", "UserMessage", "AssistantMessage", "ToolMessage",
-                           "FunctionMessage", "TextPart", "ImagePart", "NamedToolChoice",
-                           "system", "developer", "user", "assistant", "tool", "function",
-                           "text", "image_url", "input_audio", "file", "refusal"}:
-            continue
+        elif i >= 2 and isinstance(parts[i - 1], int) and parts[i - 2] in _TAGGED_LISTS:
+            continue  # the discriminator tag (role or part type)
         else:
             out += ("." if out else "") + str(part)
     return out
@@ -171,7 +173,9 @@ def _location(loc: tuple[Any, ...]) -> str:
 
 def describe_validation_error(error: ValidationError) -> tuple[str, str | None]:
     """One readable sentence for the first schema violation, and the parameter it names."""
-    first = error.errors(include_url=False)[0]
+    errors = error.errors(include_url=False)
+    # With unions (content: str | list[part]) the deepest error is the one that explains.
+    first = max(errors, key=lambda e: len(_location(e["loc"])))
     param = _location(first["loc"]) or None
     message = first["msg"]
     if first["type"] == "union_tag_invalid":

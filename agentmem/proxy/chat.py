@@ -74,6 +74,9 @@ def completion_json(response: Any) -> dict[str, Any]:
 def chunk_json(chunk: Any) -> bytes:
     data = chunk.model_dump(exclude_none=True)
     data.pop("provider_specific_fields", None)
+    if data.get("usage") and all(not c.get("delta") and not c.get("finish_reason")
+                                 for c in data.get("choices") or ()):
+        data["choices"] = []  # OpenAI's usage chunk (stream_options.include_usage) has no choices
     for choice in data.get("choices") or ():
         choice.setdefault("finish_reason", None)
         delta = choice.get("delta") or {}

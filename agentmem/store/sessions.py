@@ -290,8 +290,8 @@ class SessionStore:
             if name in meta:
                 meta[name] = float(meta[name])
         meta["calls"] = int(meta.get("calls", 0))
-        meta["turns"] = active
-        meta["stored_turns"] = total
+        meta["turn_count"] = active
+        meta["stored_turn_count"] = total
         return meta
 
     @_wrap_errors
