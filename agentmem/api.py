@@ -98,8 +98,13 @@ class Hygiene:
         """Background work that must finish even if the request that started it is gone."""
         task = asyncio.get_running_loop().create_task(coroutine)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._background_done)
         return task
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", exc_info=task.exception())
 
     def policy_named(self, name: str | Policy | None) -> Policy:
         """The engine's policy, or another preset/file by name (parsed once, then cached)."""
@@ -326,7 +331,18 @@ class PreparedCall:
 
     async def finish(self, reply: dict[str, Any] | None, *, partial: bool = False,
                      error: str | None = None) -> None:
-        """Store the new turns, the reply and the report at once; release the lock."""
+        """Store the new turns, the reply and the report at once; release the lock.
+
+        The write runs as its own task, so a client hanging up now cannot cancel it halfway.
+        """
+        await asyncio.shield(self.hygiene.spawn(self._finish(reply, partial=partial, error=error)))
+
+    async def fail(self, error: BaseException) -> None:
+        """The provider call failed: keep the report, store none of the request's turns."""
+        await asyncio.shield(self.hygiene.spawn(self._fail(error)))
+
+    async def _finish(self, reply: dict[str, Any] | None, *, partial: bool,
+                      error: str | None) -> None:
         if self.done:
             return
         self.done = True
@@ -356,8 +372,7 @@ class PreparedCall:
         finally:
             await self.release()
 
-    async def fail(self, error: BaseException) -> None:
-        """The provider call failed: keep the report, store none of the request's turns."""
+    async def _fail(self, error: BaseException) -> None:
         if self.done:
             return
         self.done = True

@@ -69,25 +69,22 @@ class ReplyAssembler:
 async def relay_stream(stream: Any, call: Any) -> AsyncIterator[Any]:
     """Yield the provider's chunks; store the assembled reply when the stream ends."""
     assembler = ReplyAssembler()
-    finished = False
     try:
         async for chunk in stream:
             assembler.add(chunk)
             yield chunk
-        finished = True
     except (asyncio.CancelledError, GeneratorExit):
         call.hygiene.spawn(_store(call, assembler, "the client disconnected before the stream ended"))
         raise
     except Exception as error:
         await _store(call, assembler, f"the provider stream failed: {error}")
         raise as_upstream_error(error) from error
-    if finished:
-        call.report.usage = assembler.usage
-        await call.finish(assembler.message())
+    call.report.usage = assembler.usage
+    await call.finish(assembler.message())
 
 
 async def _store(call: Any, assembler: ReplyAssembler, reason: str) -> None:
-    if assembler.chunks == 0 and not assembler.content and not assembler.tool_calls:
+    if assembler.chunks == 0:
         await call.fail(RuntimeError(reason))
         return
     call.report.usage = assembler.usage

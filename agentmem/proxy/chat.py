@@ -49,8 +49,8 @@ async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
         raise
 
     if call.outgoing.get("stream"):
-        return StreamingResponse(_sse(relay_stream(response, call)), headers=call.headers(),
-                                 media_type="text/event-stream")
+        return RelayResponse(_sse(relay_stream(response, call)), headers=call.headers(),
+                             media_type="text/event-stream", spawn=state.hygiene.spawn)
     await call.finish_with_response(response)
     return Response(orjson.dumps(completion_json(response)), headers=call.headers(),
                     media_type="application/json")
@@ -85,6 +85,25 @@ def chunk_json(chunk: Any) -> bytes:
     return orjson.dumps(data)
 
 
+class RelayResponse(StreamingResponse):
+    """A StreamingResponse that closes its iterator when the client hangs up.
+
+    Starlette abandons the body iterator on a disconnect; closing it is what lets the relay
+    store the partial reply and release the session lock. The close runs as its own task
+    because the request's task is being cancelled.
+    """
+
+    def __init__(self, *args: Any, spawn, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._spawn = spawn
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._spawn(self.body_iterator.aclose())
+
+
 async def _sse(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
     """OpenAI's framing: ``data: {json}\\n\\n`` per chunk, then ``data: [DONE]``.
 
@@ -97,4 +116,6 @@ async def _sse(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
     except AgentmemError as error:
         yield b"data: " + orjson.dumps(error.to_body()) + b"\n\n"
         return
+    finally:
+        await chunks.aclose()
     yield b"data: [DONE]\n\n"

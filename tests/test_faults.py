@@ -1,0 +1,129 @@
+"""Faults outside agentmem: a failing provider, a cut stream, Redis going away."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from agentmem.config import Settings
+from agentmem.proxy import create_app
+from tests.conftest import echo_routes
+from tests.servers import RedisServer, ThreadServer, free_port
+
+
+def test_upstream_error_passes_through_and_stores_no_turns(client, http, session_id):
+    client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "fine"}],
+                                   extra_headers={"X-Session-Id": session_id})
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "fine"},
+                                    {"role": "assistant", "content": "echo: fine"},
+                                    {"role": "user", "content": "break [[status:503]]"}],
+            extra_headers={"X-Session-Id": session_id})
+    assert caught.value.status_code == 503
+    assert "503" in caught.value.message
+    assert caught.value.response.headers["x-agentmem-session"] == session_id
+    session = http.get(f"/v1/sessions/{session_id}").json()
+    assert session["turn_count"] == 2  # the failed call's user turn was not stored
+    reports = http.get(f"/v1/sessions/{session_id}/reports").json()["data"]
+    assert [r["status"] for r in reports] == ["ok", "error"]
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "x [[status:429]]"}],
+                                       extra_headers={"X-Session-Id": session_id + "-429"})
+
+
+def test_unreachable_provider_is_a_clear_error(proxy, session_id):
+    response = httpx.post(f"{proxy.url}/v1/chat/completions", timeout=60, headers={"X-Session-Id": session_id},
+                          json={"model": "openai/echo", "api_base": f"http://127.0.0.1:{free_port()}/v1",
+                                "api_key": "sk-x", "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code >= 500
+    assert response.json()["error"]["message"].startswith("upstream:")
+
+
+def test_stream_cut_midway_marks_the_reply_partial(client, http, session_id):
+    history = [{"role": "user", "content": "tell me a long story about the sea [[cut:4]]"}]
+    stream = client.chat.completions.create(model="echo", messages=history, stream=True,
+                                            extra_headers={"X-Session-Id": session_id})
+    received = []
+    with pytest.raises((openai.APIError, httpx.HTTPError)):
+        for chunk in stream:
+            received.append(chunk.choices[0].delta.content or "")
+    assert received  # some chunks arrived before the cut
+    turns = http.get(f"/v1/sessions/{session_id}").json()["turns"]
+    assert [t["role"] for t in turns] == ["user", "assistant"]
+    reply = turns[1]
+    assert reply["partial"] is True and "stream" in reply["error"]
+    assert reply["message"]["content"] == "".join(received)
+    assert http.get(f"/v1/sessions/{session_id}/reports").json()["data"][-1]["status"] == "partial"
+    # The client retries without the partial reply: the session stays consistent.
+    retry = [{"role": "user", "content": "tell me a short story"}]
+    client.chat.completions.create(model="echo", messages=retry, extra_headers={"X-Session-Id": session_id})
+    session = http.get(f"/v1/sessions/{session_id}", params={"include_superseded": True}).json()
+    assert [t["message"]["content"] for t in session["turns"] if t["active"]] == [
+        "tell me a short story", "echo: tell me a short story"]
+    assert sum(not t["active"] for t in session["turns"]) == 2
+
+
+def test_client_disconnect_midstream_keeps_session_consistent(proxy, http, session_id):
+    body = {"model": "echo", "stream": True,
+            "messages": [{"role": "user", "content": " ".join(f"word{i}" for i in range(400)) + " [[slow:50]]"}]}
+    with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json=body,
+                      headers={"X-Session-Id": session_id}, timeout=30) as response:
+        for _ in zip(range(3), response.iter_lines()):
+            pass  # read a little, then hang up
+    import time
+
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        turns = http.get(f"/v1/sessions/{session_id}").json().get("turns", [])
+        if len(turns) == 2:
+            break
+        time.sleep(0.1)
+    assert [t["role"] for t in turns] == ["user", "assistant"]
+    # Whether the relay finished before noticing the hang-up or not, the reply is whole or marked.
+    assert turns[1]["partial"] is False or "disconnected" in turns[1]["error"]
+
+
+def _proxy_on(redis_url, upstream, policy="default"):
+    settings = Settings(redis_url=redis_url, models=echo_routes(upstream.url), policy=policy)
+    return ThreadServer(create_app(settings, warm_models=False)).start()
+
+
+def test_redis_down_passes_through_with_warning(upstream, received, tmp_path, redis_server):
+    redis = RedisServer(tmp_path / "redis").start()
+    proxy = _proxy_on(redis.url, upstream)
+    try:
+        client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="x", max_retries=0)
+        history = [{"role": "user", "content": "remember this"}]
+        client.chat.completions.create(model="echo", messages=history, extra_headers={"X-Session-Id": "r1"})
+        redis.stop()
+        raw = client.chat.completions.with_raw_response.create(
+            model="echo", messages=history + [{"role": "assistant", "content": "echo: remember this"},
+                                              {"role": "user", "content": "still there?"}],
+            extra_headers={"X-Session-Id": "r1"})
+        assert raw.parse().choices[0].message.content == "echo: still there?"
+        assert "session store unavailable" in raw.headers["x-agentmem-warning"]
+        assert received.requests()[-1]["messages"][-1]["content"] == "still there?"
+        assert httpx.get(f"{proxy.url}/healthz").json()["status"] == "degraded"
+        assert httpx.get(f"{proxy.url}/v1/sessions/r1").status_code == 503
+        redis.start()
+        turns = httpx.get(f"{proxy.url}/v1/sessions/r1").json()["turns"]
+        assert [t["message"]["content"] for t in turns] == ["remember this", "echo: remember this"]
+    finally:
+        proxy.stop()
+        redis.stop()
+
+
+def test_redis_down_with_error_policy_is_a_503(upstream, received, tmp_path):
+    policy = tmp_path / "strict.yaml"
+    policy.write_text("name: strict-store\non_fault: error\n")
+    proxy = _proxy_on(f"redis://127.0.0.1:{free_port()}/0", upstream, policy=str(policy))
+    try:
+        response = httpx.post(f"{proxy.url}/v1/chat/completions", timeout=30,
+                              json={"model": "echo", "messages": [{"role": "user", "content": "hi"}]})
+        assert response.status_code == 503
+        assert response.json()["error"]["type"] == "agentmem_unavailable"
+        assert received.requests() == []  # nothing was sent to the provider
+    finally:
+        proxy.stop()

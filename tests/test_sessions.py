@@ -1,0 +1,157 @@
+"""Ingest, history matching, stateful mode, concurrency, tenants and the sessions API."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from agentmem.text import sentences
+
+
+def _ask(client, session_id, messages, **headers):
+    return client.chat.completions.create(model="echo", messages=messages,
+                                          extra_headers={"X-Session-Id": session_id, **headers})
+
+
+def _reply(completion):
+    return completion.choices[0].message.model_dump(exclude_none=True)
+
+
+def test_resent_history_is_stored_once(client, http, session_id):
+    history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "First question."}]
+    for turn in range(4):
+        history.append(_reply(_ask(client, session_id, history)))
+        history.append({"role": "user", "content": f"Follow-up number {turn}."})
+    _ask(client, session_id, history)
+    session = http.get(f"/v1/sessions/{session_id}").json()
+    assert session["turn_count"] == len(history) + 1 == session["stored_turn_count"]
+    assert [t["message"] for t in session["turns"][:-1]] == history
+    assert [t["position"] for t in session["turns"]] == list(range(len(history) + 1))
+    assert session["calls"] == 5
+
+
+def test_sentence_embeddings_are_cached_at_ingest(client, proxy, session_id):
+    text = "Paris is the capital of France. It has many museums. The Louvre is the largest."
+    _ask(client, session_id, [{"role": "user", "content": text}])
+    store_client = proxy.server.config.app.state.hygiene.connector.client()
+    import asyncio
+
+    async def read():
+        try:
+            return await store_client.hget(f"agentmem:{{default:{session_id}}}:emb", "0")
+        finally:
+            await store_client.aclose()
+
+    raw = asyncio.run(read())
+    matrix = np.frombuffer(raw, dtype=np.float16).reshape(-1, 384).astype(np.float32)
+    assert matrix.shape == (len(sentences(text)), 384) == (3, 384)
+    assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-2)
+    assert matrix[0] @ matrix[2] > matrix[0] @ matrix[1] - 1  # real, distinct vectors
+    assert not np.allclose(matrix[0], matrix[1])
+
+
+def test_diverging_history_keeps_superseded_turns(client, http, session_id):
+    base = [{"role": "user", "content": "Plan a trip to Rome."}]
+    first = _reply(_ask(client, session_id, base))
+    _ask(client, session_id, base + [first, {"role": "user", "content": "Make it 3 days."}])
+    # The client edits its second question (a regenerate/edit): the old branch is kept, inactive.
+    _ask(client, session_id, base + [first, {"role": "user", "content": "Make it 5 days."}])
+    session = http.get(f"/v1/sessions/{session_id}", params={"include_superseded": True}).json()
+    active = [t["message"]["content"] for t in session["turns"] if t["active"]]
+    inactive = [t["message"]["content"] for t in session["turns"] if not t["active"]]
+    assert active == ["Plan a trip to Rome.", first["content"], "Make it 5 days.", "echo: Make it 5 days."]
+    assert inactive == ["Make it 3 days.", "echo: Make it 3 days."]
+    report = http.get(f"/v1/sessions/{session_id}/reports").json()["data"][-1]
+    assert report["ingest"]["diverged_at"] == 2 and report["ingest"]["superseded"] == 2
+
+
+def test_stateful_mode_rebuilds_history(client, received, session_id):
+    _ask(client, session_id, [{"role": "system", "content": "S."}, {"role": "user", "content": "One."}])
+    _ask(client, session_id, [{"role": "user", "content": "Two."}], **{"X-Agentmem-Stateful": "true"})
+    sent = received.requests()[-1]["messages"]
+    assert [m["content"] for m in sent] == ["S.", "One.", "echo: One.", "Two."]
+
+
+def test_stateful_tool_reply_answers_a_stored_call(client, http, session_id):
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    first = client.chat.completions.create(
+        model="echo", tools=tools, messages=[{"role": "user", "content": "find [[tool:lookup {}]]"}],
+        extra_headers={"X-Session-Id": session_id})
+    call_id = first.choices[0].message.tool_calls[0].id
+    follow = client.chat.completions.create(
+        model="echo", tools=tools, messages=[{"role": "tool", "tool_call_id": call_id, "content": "found it"}],
+        extra_headers={"X-Session-Id": session_id, "X-Agentmem-Stateful": "1"})
+    assert follow.choices[0].message.content == "tool results: found it"
+    with pytest.raises(openai.BadRequestError, match="does not answer a tool call"):
+        client.chat.completions.create(
+            model="echo", messages=[{"role": "tool", "tool_call_id": "call_unknown", "content": "x"}],
+            extra_headers={"X-Session-Id": session_id, "X-Agentmem-Stateful": "1"})
+    assert http.get(f"/v1/sessions/{session_id}").json()["turn_count"] == 4
+
+
+def test_concurrent_calls_on_one_session_are_serialised(client, http, session_id):
+    """Stateful clients firing at once: every turn lands exactly once, none is lost."""
+    _ask(client, session_id, [{"role": "user", "content": "start"}])
+
+    def send(i):
+        return _ask(client, session_id, [{"role": "user", "content": f"parallel message {i} [[slow:30]]"}],
+                    **{"X-Agentmem-Stateful": "true"})
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(send, range(8)))
+    turns = http.get(f"/v1/sessions/{session_id}").json()["turns"]
+    users = [t["message"]["content"] for t in turns if t["role"] == "user"]
+    assert len(turns) == 18
+    assert sorted(users[1:]) == sorted(f"parallel message {i} [[slow:30]]" for i in range(8))
+    roles = [t["role"] for t in turns]
+    assert roles == ["user", "assistant"] * 9  # each reply directly follows its own question
+    for question, answer in zip(turns[::2], turns[1::2]):
+        assert answer["message"]["content"] == "echo: " + question["message"]["content"].replace(
+            " [[slow:30]]", "")
+
+
+def test_sessions_api_list_reports_delete(client, http, session_id):
+    _ask(client, session_id, [{"role": "user", "content": "hello"}])
+    listed = http.get("/v1/sessions", params={"limit": 1000}).json()["data"]
+    assert session_id in [s["id"] for s in listed]
+    reports = http.get(f"/v1/sessions/{session_id}/reports").json()["data"]
+    assert len(reports) == 1 and reports[0]["status"] == "ok" and reports[0]["tokens_before"] > 0
+    one = http.get(f"/v1/sessions/{session_id}/reports/{reports[0]['id']}").json()
+    assert one == reports[0]
+    assert http.delete(f"/v1/sessions/{session_id}").json()["deleted"] is True
+    assert http.get(f"/v1/sessions/{session_id}").status_code == 404
+    assert session_id not in [s["id"] for s in http.get("/v1/sessions", params={"limit": 1000}).json()["data"]]
+
+
+def test_tenants_are_isolated(tenant_proxy, session_id):
+    url = f"{tenant_proxy.url}/v1"
+    alpha = openai.OpenAI(base_url=url, api_key="key-alpha", max_retries=0)
+    beta = openai.OpenAI(base_url=url, api_key="key-beta", max_retries=0)
+    alpha.chat.completions.create(model="echo", messages=[{"role": "user", "content": "secret"}],
+                                  extra_headers={"X-Session-Id": session_id})
+    beta.chat.completions.create(model="echo", messages=[{"role": "user", "content": "other"}],
+                                 extra_headers={"X-Session-Id": session_id})
+    as_alpha = {"Authorization": "Bearer key-alpha"}
+    as_beta = {"Authorization": "Bearer key-beta"}
+    a = httpx.get(f"{url}/sessions/{session_id}", headers=as_alpha).json()
+    b = httpx.get(f"{url}/sessions/{session_id}", headers=as_beta).json()
+    assert a["turns"][0]["message"]["content"] == "secret"
+    assert b["turns"][0]["message"]["content"] == "other"
+    httpx.delete(f"{url}/sessions/{session_id}", headers=as_beta)
+    assert httpx.get(f"{url}/sessions/{session_id}", headers=as_beta).status_code == 404
+    assert httpx.get(f"{url}/sessions/{session_id}", headers=as_alpha).status_code == 200
+    beta_only = f"{session_id}-beta"
+    beta.chat.completions.create(model="echo", messages=[{"role": "user", "content": "x"}],
+                                 extra_headers={"X-Session-Id": beta_only})
+    assert beta_only not in [s["id"] for s in httpx.get(f"{url}/sessions", headers=as_alpha,
+                                                        params={"limit": 1000}).json()["data"]]
+    for method in ("get", "delete"):
+        assert getattr(httpx, method)(f"{url}/sessions/{beta_only}", headers=as_alpha).status_code == 404
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=url, api_key="wrong", max_retries=0).chat.completions.create(
+            model="echo", messages=[{"role": "user", "content": "x"}])
+    assert httpx.get(f"{url}/sessions").status_code == 401
