@@ -54,8 +54,11 @@ for _kind in READERS:
 @bench_app.command()
 def overhead(json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here."),
              calls: int = typer.Option(200, help="Measured calls per policy."),
-             turn_calls: int = typer.Option(30, help="Measured calls per session length.")):
+             turn_calls: int = typer.Option(30, help="Measured calls per session length."),
+             turns: str = typer.Option("10,100,1000", help="Session lengths, comma-separated.")):
     """Proxy overhead over a direct litellm call, policies off/default, 10/100/1000 turns."""
     from agentmem.bench.overhead import run_overhead
 
-    emit("bench overhead (ms)", run_overhead(calls=calls, turn_calls=turn_calls), json_out)
+    sizes = tuple(int(t) for t in turns.split(",") if t.strip())
+    emit("bench overhead (ms)", run_overhead(calls=calls, turn_calls=turn_calls, sizes=sizes),
+         json_out)
