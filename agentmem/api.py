@@ -177,11 +177,6 @@ class Hygiene:
         report.ingest.stored_turns = prefix.stored
         report.ingest.diverged_at = prefix.diverged_at
         report.ingest.superseded = prefix.stored - prefix.matched
-        if policy.embed and call.new_turns:
-            try:
-                call.embeddings = await run_inference(embed_turns, self.embedder, call.new_turns)
-            except Exception as error:  # a model that fails to load never fails the call
-                call.fault(f"embeddings unavailable ({type(error).__name__}: {error})")
 
     async def _clean(self, call: PreparedCall) -> None:
         """Run the stages on a draft; keep the client's request if anything goes wrong."""
@@ -272,7 +267,6 @@ class PreparedCall:
     prefix: StoredPrefix | None = None
     chains: list[str] = field(default_factory=list)
     new_turns: list[TurnRecord] = field(default_factory=list)
-    embeddings: dict[int, bytes] = field(default_factory=dict)
     tokens_before: int = 0
     stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     done: bool = False
@@ -356,7 +350,7 @@ class PreparedCall:
                     turns.append(self._reply_turn(reply, partial=partial, error=error))
                     report.reply_position = turns[-1].position
                 write = PendingWrite(
-                    turns=turns, embeddings=dict(self.embeddings),
+                    turns=turns,
                     truncate_to=self.prefix.diverged_at, report=report,
                     meta={"policy": self.policy.name, "model": self.body.get("model", ""),
                           "_tokens_base": self.prefix.tokens_matched})
@@ -367,8 +361,8 @@ class PreparedCall:
                     log.error("session %s: %s", self.handle.session_id, message)
                     report.warnings.append(message)
                 else:
-                    if reply is not None and self.policy.embed:
-                        self.hygiene.spawn(self._embed_reply(turns[-1]))
+                    if turns and self.policy.embed:
+                        self.hygiene.spawn(self._embed(turns))
         finally:
             await self.release()
 
@@ -398,12 +392,17 @@ class PreparedCall:
         return turn.model_copy(update={"partial": partial, "error": error,
                                        "report_id": self.report.id})
 
-    async def _embed_reply(self, turn: TurnRecord) -> None:
+    async def _embed(self, turns: list[TurnRecord]) -> None:
+        """Sentence embeddings of the call's new turns, in one batch, after the reply is out.
+
+        Nothing on this call's path needs them; later calls read them from Redis. A stage that
+        needs a missing one computes it (``SessionStore.missing_embeddings``).
+        """
         try:
-            embeddings = await run_inference(embed_turns, self.hygiene.embedder, [turn])
-            await self.store.add_embeddings(self.handle, embeddings)
-        except Exception as error:  # noqa: BLE001 - the next ingest can backfill
-            log.warning("session %s: reply embedding failed: %s", self.handle.session_id, error)
+            embeddings = await run_inference(embed_turns, self.hygiene.embedder, turns)
+            await self.store.add_embeddings(self.handle, embeddings, ttl=self.policy.ttl_seconds)
+        except Exception as error:  # noqa: BLE001 - a model fault never fails a call
+            log.warning("session %s: embeddings failed: %s", self.handle.session_id, error)
 
 
 def reply_message(message: Any) -> dict[str, Any]:

@@ -41,8 +41,12 @@ def test_sentence_embeddings_are_cached_at_ingest(client, proxy, session_id):
     import asyncio
 
     async def read():
-        try:
-            return await store_client.hget(f"agentmem:{{default:{session_id}}}:emb", "0")
+        try:  # embeddings are written in the background, right after the reply
+            for _ in range(200):
+                raw = await store_client.hget(f"agentmem:{{default:{session_id}}}:emb", "0")
+                if raw:
+                    return raw
+                await asyncio.sleep(0.05)
         finally:
             await store_client.aclose()
 

@@ -78,7 +78,6 @@ class PendingWrite:
     """Everything one call will write, collected on the call path and committed once."""
 
     turns: list[TurnRecord] = field(default_factory=list)
-    embeddings: dict[int, bytes] = field(default_factory=dict)
     truncate_to: int | None = None
     report: Report | None = None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -216,8 +215,6 @@ class SessionStore:
                     chain_entries.append(f"{turn.chain}:{cumulative}")
                 pipe.rpush(keys.active, *[t.id for t in write.turns])
                 pipe.rpush(keys.chain, *chain_entries)
-            if write.embeddings:
-                pipe.hset(keys.embeddings, mapping={str(k): v for k, v in write.embeddings.items()})
             if write.report is not None:
                 pipe.hset(keys.reports, write.report.id, write.report.model_dump_json())
                 pipe.rpush(keys.report_ids, write.report.id)
@@ -237,10 +234,16 @@ class SessionStore:
         await self.redis.zadd(tenant_index(handle.tenant), {handle.session_id: now})
 
     @_wrap_errors
-    async def add_embeddings(self, handle: SessionHandle, embeddings: dict[int, bytes]) -> None:
-        if embeddings:
-            await self.redis.hset(handle.keys.embeddings,
-                                  mapping={str(k): v for k, v in embeddings.items()})
+    async def add_embeddings(self, handle: SessionHandle, embeddings: dict[int, bytes], *,
+                             ttl: int | None) -> None:
+        """Written outside the call's transaction, so the key's lifetime is set here too."""
+        if not embeddings:
+            return
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(handle.keys.embeddings, mapping={str(k): v for k, v in embeddings.items()})
+            if ttl:
+                pipe.expire(handle.keys.embeddings, ttl)
+            await pipe.execute()
 
     @_wrap_errors
     async def missing_embeddings(self, handle: SessionHandle, turn_ids: list[int]) -> list[int]:
