@@ -139,7 +139,8 @@ class Hygiene:
         except BaseException:
             await call.release()
             raise
-        report.latency_ms["hygiene"] = round((time.perf_counter() - started) * 1000, 3)
+        call.prepared_at = time.perf_counter()
+        report.latency_ms["hygiene"] = round((call.prepared_at - started) * 1000, 3)
         return call
 
     async def _ingest(self, call: PreparedCall, stateful: bool) -> None:
@@ -270,6 +271,7 @@ class PreparedCall:
     tokens_before: int = 0
     stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     done: bool = False
+    prepared_at: float = 0.0
 
     def fault(self, message: str) -> None:
         """Something of ours failed: the policy picks between a warning and a 503."""
@@ -341,6 +343,7 @@ class PreparedCall:
             return
         self.done = True
         report = self.report
+        report.latency_ms["upstream"] = round((time.perf_counter() - self.prepared_at) * 1000, 3)
         report.status = "partial" if partial else "ok"
         report.error = error
         try:
@@ -352,8 +355,8 @@ class PreparedCall:
                 write = PendingWrite(
                     turns=turns,
                     truncate_to=self.prefix.diverged_at, report=report,
-                    meta={"policy": self.policy.name, "model": self.body.get("model", ""),
-                          "_tokens_base": self.prefix.tokens_matched})
+                    meta={"policy": self.policy.name, "model": self.body.get("model", "")},
+                    tokens_base=self.prefix.tokens_matched)
                 try:
                     await self.store.commit(self.handle, self.lock, write, ttl=self.policy.ttl_seconds)
                 except (StoreUnavailable, LockError) as failure:

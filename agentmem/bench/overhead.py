@@ -117,6 +117,8 @@ async def _measure(upstream: str, proxy: str, calls: int, turn_calls: int,
                    {"X-Session-Id": f"warm-{i}", "X-Agentmem-Policy": "default"}, i % 2 == 1,
                    {"proxy": [], "direct": []})
 
+    await asyncio.sleep(3)  # let the warm-up's background embeddings finish
+
     result: dict[str, Any] = {}
     for policy in ("off", "default"):
         samples = {"proxy": [], "direct": []}

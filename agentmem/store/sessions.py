@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator
 
 from pydantic import BaseModel, Field
 from redis.asyncio.lock import Lock
-from redis.exceptions import LockError, RedisError, WatchError
+from redis.exceptions import LockError, RedisError, ResponseError
 
 from agentmem.errors import SessionBusy
 from agentmem.report import Report
@@ -81,6 +81,7 @@ class PendingWrite:
     truncate_to: int | None = None
     report: Report | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    tokens_base: int = 0  # cumulative tokens of the history before the first new turn
 
 
 def _wrap_errors(func):
@@ -98,9 +99,50 @@ def _wrap_errors(func):
     return wrapper
 
 
+_COMMIT = """
+local token = ARGV[1]
+if token ~= '' and redis.call('GET', KEYS[1]) ~= token then
+  return redis.error_reply('LOCKLOST')
+end
+local truncate = tonumber(ARGV[2])
+if truncate == 0 then
+  redis.call('DEL', KEYS[4], KEYS[5])
+elseif truncate > 0 then
+  redis.call('LTRIM', KEYS[4], 0, truncate - 1)
+  redis.call('LTRIM', KEYS[5], 0, truncate - 1)
+end
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[6], ARGV[5], ARGV[6])
+  redis.call('RPUSH', KEYS[7], ARGV[5])
+  redis.call('HINCRBY', KEYS[2], 'calls', 1)
+end
+local i = 8
+for _ = 1, tonumber(ARGV[7]) do
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+  redis.call('RPUSH', KEYS[4], ARGV[i])
+  redis.call('RPUSH', KEYS[5], ARGV[i + 2])
+  i = i + 3
+end
+redis.call('HSETNX', KEYS[2], 'created_at', ARGV[4])
+local fields = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, fields do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+local ttl = tonumber(ARGV[3])
+for k = 2, 8 do
+  if ttl > 0 then redis.call('EXPIRE', KEYS[k], ttl) else redis.call('PERSIST', KEYS[k]) end
+end
+if ARGV[i] == '1' then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+
 class SessionStore:
     def __init__(self, redis):
         self.redis = redis
+        self._commit_script = redis.register_script(_COMMIT)
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -130,8 +172,9 @@ class SessionStore:
             yield lock
         finally:
             keeper.cancel()
-            with contextlib.suppress(LockError, RedisError, OSError):
-                await lock.release()
+            if lock.local.token is not None:  # commit() may have released it already
+                with contextlib.suppress(LockError, RedisError, OSError):
+                    await lock.release()
 
     @staticmethod
     async def _keep_alive(lock: Lock, timeout: float) -> None:
@@ -189,48 +232,42 @@ class SessionStore:
 
     @_wrap_errors
     async def commit(self, handle: SessionHandle, lock: Lock | None, write: PendingWrite, *,
-                     ttl: int | None) -> None:
-        """Write one call's turns, report and counters atomically, if we still hold the lock."""
+                     ttl: int | None, release: bool = True) -> None:
+        """Write one call's turns, report and counters atomically, if we still hold the lock.
+
+        One server-side script: it checks the lock token, writes, refreshes TTLs and (with
+        ``release``) frees the lock, all in a single round trip.
+        """
         keys = handle.keys
         now = time.time()
-        async with self.redis.pipeline(transaction=True) as pipe:
-            if lock is not None:
-                await pipe.watch(keys.lock)
-                token = await pipe.get(keys.lock)
-                if token is None or token != lock.local.token:
-                    raise LockError("the session lock expired before the call could be stored")
-            pipe.multi()
-            if write.truncate_to is not None:
-                if write.truncate_to == 0:
-                    pipe.delete(keys.active, keys.chain)
-                else:
-                    pipe.ltrim(keys.active, 0, write.truncate_to - 1)
-                    pipe.ltrim(keys.chain, 0, write.truncate_to - 1)
-            if write.turns:
-                pipe.hset(keys.turns, mapping={str(t.id): t.model_dump_json() for t in write.turns})
-                cumulative = write.meta.pop("_tokens_base", 0)
-                chain_entries = []
-                for turn in write.turns:
-                    cumulative += turn.tokens
-                    chain_entries.append(f"{turn.chain}:{cumulative}")
-                pipe.rpush(keys.active, *[t.id for t in write.turns])
-                pipe.rpush(keys.chain, *chain_entries)
-            if write.report is not None:
-                pipe.hset(keys.reports, write.report.id, write.report.model_dump_json())
-                pipe.rpush(keys.report_ids, write.report.id)
-                pipe.hincrby(keys.meta, "calls", 1)
-            pipe.hsetnx(keys.meta, "created_at", now)
-            pipe.hset(keys.meta, mapping={"tenant": handle.tenant, "session_id": handle.session_id,
-                                          "updated_at": now, **write.meta})
-            for key in keys.data_keys():
-                if ttl:
-                    pipe.expire(key, ttl)
-                else:
-                    pipe.persist(key)
-            try:
-                await pipe.execute()
-            except WatchError:
-                raise LockError("the session lock changed hands before the call could be stored") from None
+        token = (lock.local.token or b"").decode() if lock is not None else ""
+        args: list[Any] = [token, -1 if write.truncate_to is None else write.truncate_to,
+                           ttl or 0, now]
+        if write.report is not None:
+            args += [write.report.id, write.report.model_dump_json()]
+        else:
+            args += ["", ""]
+        cumulative = write.tokens_base
+        args.append(len(write.turns))
+        for turn in write.turns:
+            cumulative += turn.tokens
+            args += [turn.id, turn.model_dump_json(), f"{turn.chain}:{cumulative}"]
+        meta = {"tenant": handle.tenant, "session_id": handle.session_id, "updated_at": now,
+                **write.meta}
+        args.append(len(meta))
+        for field_name, value in meta.items():
+            args += [field_name, value]
+        args.append(1 if release and lock is not None else 0)
+        try:
+            await self._commit_script(
+                keys=[keys.lock, keys.meta, keys.turns, keys.active, keys.chain, keys.reports,
+                      keys.report_ids, keys.embeddings], args=args, client=self.redis)
+        except ResponseError as error:
+            if "LOCKLOST" in str(error):
+                raise LockError("the session lock expired before the call could be stored") from None
+            raise
+        if release and lock is not None:
+            lock.local.token = None  # freed by the script; nothing left to release
         await self.redis.zadd(tenant_index(handle.tenant), {handle.session_id: now})
 
     @_wrap_errors
