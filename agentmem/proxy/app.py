@@ -62,6 +62,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
         except Exception as error:  # noqa: BLE001 - health reports, never raises
             redis_state = f"unavailable: {type(error).__name__}"
         return {"status": "ok" if redis_state == "ok" else "degraded", "redis": redis_state,
+                "embedder": "loaded" if engine.embedder.loaded else "not loaded",
                 "policy": engine.policy.name, "version": __version__,
                 "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
 

@@ -1,0 +1,41 @@
+"""`agentmem bench`: the overhead run end to end (keys, not timings) and the data readers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def _agentmem(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "agentmem", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_overhead_bench_writes_the_documented_keys(tmp_path):
+    out = tmp_path / "overhead.json"
+    run = _agentmem("bench", "overhead", "--calls", "10", "--turn-calls", "2", "--turns", "10,30",
+                    "--json", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(out.read_text())
+    for policy in ("off", "default"):
+        assert set(result[policy]) >= {"overhead_ms_p50", "overhead_ms_p99"}
+        assert result[policy]["n"] == 10 and result[policy]["direct_ms_p50"] > 0
+    assert set(result["by_turns"]) == {"10", "30"}
+    assert result["by_turns"]["30"]["messages"] >= 30
+
+
+def test_bench_kinds_read_their_formats(tmp_path):
+    good = tmp_path / "prune.jsonl"
+    good.write_text(json.dumps({"id": "a", "question": "q?", "title": None, "sentences": ["s1.", "s2."],
+                                "labels": [1, 0], "notes": "extra keys are ignored"}) + "\n")
+    run = _agentmem("bench", "prune", "--data", str(good))
+    assert run.returncode == 3 and "1 valid prune records" in run.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "a", "question": "q", "sentences": ["x"], "labels": [1]}) + "\n"
+                   + json.dumps({"id": "b", "question": "q", "sentences": ["x"], "labels": [1, 0]}) + "\n")
+    run = _agentmem("bench", "prune", "--data", str(bad))
+    assert run.returncode == 2 and "bad.jsonl:2" in run.stderr
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text(json.dumps({"id": "c", "turns": [{"speaker": "A", "text": "hi"}], "label": False}) + "\n")
+    assert _agentmem("bench", "clash", "--data", str(clash)).returncode == 3
