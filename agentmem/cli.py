@@ -11,10 +11,12 @@ import typer
 from rich.console import Console
 
 from agentmem.bench.cli import bench_app
+from agentmem.train.cli import train_app
 
 app = typer.Typer(help="agentmem: context hygiene for LLM calls.", no_args_is_help=True,
                   add_completion=False)
 app.add_typer(bench_app, name="bench")
+app.add_typer(train_app, name="train")
 sessions_app = typer.Typer(help="Read and delete stored sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 policy_app = typer.Typer(help="List and check policies.", no_args_is_help=True)

@@ -1,0 +1,107 @@
+"""`agentmem bench prune`: sentence-level keep/drop against labels (FORMATS.md, prune).
+
+Our checkpoint runs at the threshold and sentence rule stored in its config (chosen on
+squad_dev at training time); the embedding baseline (MiniLM cosine between question and
+sentence) gets its threshold chosen on the dev file the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+THRESHOLDS = [round(float(x), 2) for x in np.arange(0.05, 0.96, 0.05)]
+
+
+def prune_metrics(records: Sequence[Any], keeps: Sequence[Sequence[bool]], threshold: float) -> dict[str, Any]:
+    """The FORMATS.md result keys for one set of keep decisions."""
+    precisions, recalls, f1s = [], [], []
+    tp = fp = fn = 0
+    negative_total = negative_kept = 0
+    total_chars = kept_chars = 0
+    for record, keep in zip(records, keeps):
+        labels = record.labels
+        kept_chars += sum(len(s) for s, k in zip(record.sentences, keep) if k)
+        total_chars += sum(len(s) for s in record.sentences)
+        if not any(labels):
+            negative_total += len(labels)
+            negative_kept += sum(keep)
+            continue
+        hit = sum(1 for k, l in zip(keep, labels) if k and l)
+        kept, gold = sum(keep), sum(labels)
+        tp, fp, fn = tp + hit, fp + kept - hit, fn + gold - hit
+        precision = hit / kept if kept else 1.0
+        recall = hit / gold
+        precisions.append(precision)
+        recalls.append(recall)
+        f1s.append(2 * precision * recall / (precision + recall) if precision + recall else 0.0)
+    micro_p = tp / (tp + fp) if tp + fp else 1.0
+    micro_r = tp / (tp + fn) if tp + fn else 0.0
+    return {
+        "n": len(records),
+        "precision": float(np.mean(precisions)) if precisions else 0.0,
+        "recall": float(np.mean(recalls)) if recalls else 0.0,
+        "f1": float(np.mean(f1s)) if f1s else 0.0,
+        "micro_f1": 2 * micro_p * micro_r / (micro_p + micro_r) if micro_p + micro_r else 0.0,
+        "negative_keep_rate": negative_kept / negative_total if negative_total else 0.0,
+        "compression": 1 - kept_chars / total_chars if total_chars else 0.0,
+        "threshold": threshold,
+    }
+
+
+def _inputs(record) -> list[str]:
+    return [record.title, *record.sentences] if record.title else list(record.sentences)
+
+
+def pruner_scores(pruner, records) -> list:
+    return pruner.score_batch([(r.question, _inputs(r)) for r in records], batch_size=32)
+
+
+def pruner_keeps(records, scores, threshold: float, rule: str) -> list[list[bool]]:
+    keeps = []
+    for record, score in zip(records, scores):
+        decision = score.keep(threshold, rule)
+        keeps.append(decision[1:] if record.title else decision)
+    return keeps
+
+
+def choose(records, keeps_for: Callable[[float], list[list[bool]]],
+           thresholds: Sequence[float] = THRESHOLDS) -> tuple[float, dict[str, Any]]:
+    best = max(((t, prune_metrics(records, keeps_for(t), t)) for t in thresholds),
+               key=lambda item: item[1]["f1"])
+    return best
+
+
+def embedding_similarities(embedder, records) -> list[np.ndarray]:
+    questions = embedder.encode([r.question for r in records])
+    flat = embedder.encode([s for r in records for s in r.sentences])
+    out, cursor = [], 0
+    for question, record in zip(questions, records):
+        rows = flat[cursor:cursor + len(record.sentences)]
+        cursor += len(record.sentences)
+        out.append(rows @ question)
+    return out
+
+
+def run_prune(records, *, checkpoint: str | None, dev_file: Path | None) -> dict[str, Any]:
+    from agentmem.bench.formats import PruneRecord, read_jsonl
+    from agentmem.models.embedder import default_embedder
+    from agentmem.models.pruner import Pruner
+    from agentmem.models.registry import default_pruner_path
+
+    pruner = Pruner.load(checkpoint or default_pruner_path())
+    scores = pruner_scores(pruner, records)
+    result = prune_metrics(records, pruner_keeps(records, scores, pruner.threshold, pruner.rule),
+                           pruner.threshold)
+    result["rule"] = pruner.rule
+    dev = read_jsonl(dev_file, PruneRecord) if dev_file else records
+    embedder = default_embedder()
+    dev_sims = embedding_similarities(embedder, dev)
+    threshold, _ = choose(dev, lambda t: [list(s > t) for s in dev_sims],
+                          [x / 100 for x in range(0, 81, 2)])
+    sims = dev_sims if dev is records else embedding_similarities(embedder, records)
+    baseline = prune_metrics(records, [list(s > threshold) for s in sims], threshold)
+    result["baselines"] = {"embedding_cosine": baseline}
+    return result

@@ -1,0 +1,241 @@
+"""Provence inference: per-sentence keep probabilities, the rerank score, and ``process()``.
+
+Input per block: ``[CLS] + tok(query) + [SEP] + tok(s0) + tok(" " + s1) + ... + [SEP]``; each
+sentence is tokenised on its own, so token positions map back to sentences exactly. A passage
+longer than the model's window is cut at sentence boundaries into blocks that run
+independently; the rerank score comes from the first block. A sentence longer than a whole
+block is split into token pieces that share its index. Scores are computed in fp32.
+"""
+
+from __future__ import annotations
+
+import string
+import threading
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from agentmem.models.provence import SentenceRule, load_model
+from agentmem.text import split_sentences
+
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def normalise_query(query: str) -> str:
+    """Lowercase, punctuation stripped, whitespace collapsed (the queries Provence trained on)."""
+    return " ".join(query.lower().translate(_PUNCTUATION).split())
+
+
+@dataclass
+class SentenceScores:
+    probabilities: list[float]  # mean token keep probability per sentence
+    kept_fraction_by_threshold: list[np.ndarray]  # per sentence: token probabilities (fp32)
+    ranking_score: float  # raw logit of the rerank head (first block)
+
+    def keep(self, threshold: float, rule: SentenceRule) -> list[bool]:
+        out = []
+        for probs in self.kept_fraction_by_threshold:
+            if probs.size == 0:
+                out.append(False)
+            elif rule == "mean_prob":
+                out.append(float(probs.mean()) > threshold)
+            elif rule == "hf_code":
+                out.append(float((probs > threshold).mean()) > threshold)
+            else:  # paper: more than half of the sentence's tokens pass the threshold
+                out.append(float((probs > threshold).mean()) > 0.5)
+        return out
+
+
+@dataclass
+class _Block:
+    input_ids: list[int]
+    owners: list[int] = field(default_factory=list)  # sentence index per token, -1 otherwise
+
+
+class Pruner:
+    """A loaded Provence-style model with the sentence-level API the stages use."""
+
+    def __init__(self, model, tokenizer, config, *, max_length: int | None = None):
+        self.model, self.tokenizer, self.config = model, tokenizer, config
+        self.max_length = min(max_length or 10**9, getattr(config, "max_position_embeddings", 512))
+        self.rule: SentenceRule = getattr(config, "agentmem_sentence_rule", "paper")
+        self.threshold: float = float(getattr(config, "agentmem_threshold", 0.1))
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, name_or_path, *, allow_network: bool | None = None, **kwargs) -> "Pruner":
+        return cls(*load_model(name_or_path, allow_network=allow_network), **kwargs)
+
+    # -- scoring -------------------------------------------------------------------------------
+
+    def _tokens(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _blocks(self, query: str, sentences: Sequence[str]) -> list[_Block]:
+        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        query_ids = self._tokens(normalise_query(query))[: self.max_length // 2]
+        budget = self.max_length - len(query_ids) - 3
+        head = [cls_id, *query_ids, sep_id]
+        blocks: list[_Block] = []
+        current = _Block(list(head), [-1] * len(head))
+        for index, sentence in enumerate(sentences):
+            ids = self._tokens(sentence if index == 0 else " " + sentence)
+            pieces = [ids[i:i + budget] for i in range(0, len(ids), budget)] or [[]]
+            for piece in pieces:
+                if len(current.input_ids) - len(head) + len(piece) > budget:
+                    blocks.append(current)
+                    current = _Block(list(head), [-1] * len(head))
+                current.input_ids += piece
+                current.owners += [index] * len(piece)
+        blocks.append(current)
+        for block in blocks:
+            block.input_ids.append(sep_id)
+            block.owners.append(-1)
+        return blocks
+
+    @torch.inference_mode()
+    def score_batch(self, pairs: Sequence[tuple[str, Sequence[str]]], batch_size: int = 32
+                    ) -> list[SentenceScores]:
+        """Scores for many (query, sentences) pairs; blocks of all pairs are batched together."""
+        blocks, origin = [], []
+        for pair_index, (query, sentences) in enumerate(pairs):
+            for block_index, block in enumerate(self._blocks(query, sentences)):
+                blocks.append(block)
+                origin.append((pair_index, block_index))
+        token_probs: list[np.ndarray] = [None] * len(blocks)  # type: ignore[list-item]
+        ranking: list[float] = [0.0] * len(blocks)
+        pad = self.tokenizer.pad_token_id or 0
+        with self._lock:
+            for start in range(0, len(blocks), batch_size):
+                chunk = blocks[start:start + batch_size]
+                width = max(len(b.input_ids) for b in chunk)
+                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for row, block in enumerate(chunk):
+                    ids[row, : len(block.input_ids)] = torch.tensor(block.input_ids)
+                    mask[row, : len(block.input_ids)] = 1
+                rank_logits, token_logits = self.model(ids, mask)
+                probs = torch.softmax(token_logits.float(), dim=-1)[..., 1].cpu().numpy()
+                for row, block in enumerate(chunk):
+                    token_probs[start + row] = probs[row, : len(block.input_ids)]
+                    ranking[start + row] = float(rank_logits[row].float())
+        results = []
+        for pair_index, (_, sentences) in enumerate(pairs):
+            per_sentence: list[list[float]] = [[] for _ in sentences]
+            score = 0.0
+            for block_position, (owner, block_index) in enumerate(origin):
+                if owner != pair_index:
+                    continue
+                if block_index == 0:
+                    score = ranking[block_position]
+                block = blocks[block_position]
+                for prob, sentence in zip(token_probs[block_position], block.owners):
+                    if sentence >= 0:
+                        per_sentence[sentence].append(float(prob))
+            arrays = [np.asarray(p, dtype=np.float32) for p in per_sentence]
+            results.append(SentenceScores(
+                probabilities=[float(a.mean()) if a.size else 0.0 for a in arrays],
+                kept_fraction_by_threshold=arrays, ranking_score=score))
+        return results
+
+    # -- the Provence process() API ----------------------------------------------------------
+
+    def process(self, question: str | list[str], context: Any, title: Any = "first_sentence",
+                batch_size: int = 32, threshold: float | None = None,
+                always_select_title: bool = False, reorder: bool = False, top_k: int = 5,
+                enable_warnings: bool = True, rule: SentenceRule | None = None) -> dict[str, Any]:
+        """Provence's ``process``. A context may be a string (split offline) or a list of
+        sentences (used as given). Beyond the official keys the result carries, per context,
+        ``sentences``: text, character span in ``pruned``'s source, probability and decision.
+        """
+        threshold = self.threshold if threshold is None else threshold
+        rule = rule or self.rule
+        single = isinstance(question, str)
+        if single:  # a string, or a list of sentences (pre-split), for one question
+            questions, contexts = [question], [[context]]
+        else:  # per question, a list of contexts; each a string or a list of sentences
+            questions, contexts = list(question), [list(c) for c in context]
+        if len(contexts) != len(questions):
+            raise ValueError("context must hold one list of contexts per question")
+
+        jobs, layout = [], []
+        for qi, (q, ctxs) in enumerate(zip(questions, contexts)):
+            for ci, ctx in enumerate(ctxs):
+                text, spans = _as_sentences(ctx)
+                sentences = [text[s:e] for s, e in spans]
+                given_title = _title_for(title, qi, ci)
+                if given_title is not None:
+                    sentences, spans, offset = [given_title, *sentences], [(-1, -1), *spans], 1
+                else:
+                    offset = 0
+                jobs.append((q, sentences))
+                layout.append((qi, ci, text, spans, offset, title == "first_sentence"))
+        scores = self.score_batch(jobs, batch_size=batch_size) if jobs else []
+
+        pruned = [[None] * len(c) for c in contexts]
+        rerank = [[0.0] * len(c) for c in contexts]
+        rates = [[0.0] * len(c) for c in contexts]
+        details = [[None] * len(c) for c in contexts]
+        for (qi, ci, text, spans, offset, title_is_first), score in zip(layout, scores):
+            keep = score.keep(threshold, rule)
+            title_index = 0 if (offset or title_is_first) else None
+            if always_select_title and title_index is not None and any(keep):
+                keep[title_index] = True
+            rows, kept_text = [], []
+            for index, ((start, end), kept) in enumerate(zip(spans, keep)):
+                if start < 0:  # an explicit title: scored, returned only when asked for
+                    if kept and always_select_title:
+                        kept_text.append(_title_for(title, qi, ci))
+                    continue
+                rows.append({"text": text[start:end], "start": start, "end": end,
+                             "probability": score.probabilities[index], "kept": kept})
+                if kept:
+                    kept_text.append(text[start:end])
+            result = " ".join(kept_text)
+            original_length = len(text)
+            pruned[qi][ci] = result
+            rerank[qi][ci] = score.ranking_score
+            rates[qi][ci] = ((original_length - len(result)) / original_length * 100) if original_length else 0.0
+            details[qi][ci] = rows
+        if reorder:
+            for qi in range(len(questions)):
+                order = sorted(range(len(contexts[qi])), key=lambda c: -rerank[qi][c])[:top_k]
+                pruned[qi] = [pruned[qi][c] for c in order]
+                rerank[qi] = [rerank[qi][c] for c in order]
+                rates[qi] = [rates[qi][c] for c in order]
+                details[qi] = [details[qi][c] for c in order]
+        if single:
+            return {"pruned_context": pruned[0][0], "reranking_score": rerank[0][0],
+                    "compression_rate": rates[0][0], "sentences": details[0][0]}
+        return {"pruned_context": pruned, "reranking_score": rerank, "compression_rate": rates,
+                "sentences": details}
+
+
+def _as_sentences(context: Any) -> tuple[str, list[tuple[int, int]]]:
+    if isinstance(context, str):
+        return context, [(s.start, s.end) for s in split_sentences(context)]
+    text, spans = "", []
+    for sentence in context:
+        if text:
+            text += " "
+        start = len(text)
+        text += sentence
+        spans.append((start, len(text)))
+    return text, spans
+
+
+def _title_for(title: Any, qi: int, ci: int) -> str | None:
+    if title is None or title == "first_sentence":
+        return None
+    if isinstance(title, list):
+        entry = title[qi]
+        return entry[ci] if isinstance(entry, list) else entry
+    return str(title)
+
+
+@lru_cache(maxsize=4)
+def cached_pruner(name_or_path: str) -> Pruner:
+    return Pruner.load(name_or_path)

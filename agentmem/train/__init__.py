@@ -1,0 +1,1 @@
+"""Training the models agentmem ships (`agentmem train ...`)."""

@@ -1,0 +1,36 @@
+"""`agentmem train pruner` (and the NLI model later)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+train_app = typer.Typer(help="Train the models agentmem ships.", no_args_is_help=True)
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+@train_app.command()
+def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-minilm"),
+                                    help="Checkpoint folder to write."),
+           data: Path = typer.Option(DEFAULT_DATA, exists=True, file_okay=False,
+                                     help="The shared data folder (prune/, squad/, wikitext2/)."),
+           epochs: int = typer.Option(2), batch_size: int = typer.Option(16),
+           lr: float = typer.Option(6e-5), max_length: int = typer.Option(320),
+           seed: int = typer.Option(13), rank_weight: float = typer.Option(0.2),
+           limit: Optional[int] = typer.Option(None, help="Use only the first N examples (smoke runs)."),
+           base: Optional[str] = typer.Option(None, help="Backbone folder (default: MiniLM from PyPI).")):
+    """Train the Provence-style pruner on MiniLM (SQuAD train + WikiText-2, licenses allow shipping)."""
+    from agentmem.train.model_card import write_model_card
+    from agentmem.train.pruner import train_pruner
+
+    card = train_pruner(out, data_dir=data, base=base, epochs=epochs, batch_size=batch_size, lr=lr,
+                        max_length=max_length, seed=seed, rank_weight=rank_weight, limit=limit)
+    command = "agentmem train pruner " + " ".join(shlex.quote(a) for a in sys.argv[3:])
+    write_model_card(out, card, command.strip())
+    typer.echo(f"wrote {out} (dev F1 {card['dev']['f1']:.3f} at {card['dev']['rule']} "
+               f"T={card['dev']['threshold']})")
