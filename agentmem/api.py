@@ -187,7 +187,7 @@ class Hygiene:
             run = report.stage(stage.name)
             started = time.perf_counter()
             context = StageContext(call.policy, body["model"], history,
-                                   call.handle if call.store else None, report, run)
+                                   call.handle if call.store else None, report, run, call.store)
             try:
                 await stage.apply(draft, context)
             except Exception as error:  # noqa: BLE001 - a stage bug must not break the call

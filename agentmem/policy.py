@@ -17,6 +17,22 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agentmem.errors import PolicyError
 
 
+class PruneSettings(BaseModel):
+    """The prune stage (see agentmem/stages/prune.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    checkpoint: str | None = Field(None, description="Pruner folder; null: the shipped one.")
+    threshold: float | None = Field(None, ge=0, le=1, description="null: the checkpoint's.")
+    rule: Literal["paper", "hf_code", "mean_prob"] | None = None
+    keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
+    large_tool_output_tokens: int = Field(
+        400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
+    neighbours: int = Field(1, ge=0, description="Sentences kept on each side of a kept one.")
+    candidates: int = Field(
+        48, ge=1, description="Older turns the pruner scores; more are recalled by embeddings first.")
+
+
 class Policy(BaseModel):
     """Everything a hygiene call needs to decide; presets are ``off`` and ``default``."""
 
@@ -44,6 +60,7 @@ class Policy(BaseModel):
     lock_wait_s: float = Field(
         60, ge=0, description="How long a call waits for a concurrent call on the same session."
     )
+    prune: PruneSettings = Field(default_factory=PruneSettings)
 
     @field_validator("stages")
     @classmethod

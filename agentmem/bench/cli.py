@@ -25,13 +25,15 @@ _PENDING = {
 def _kind_command(kind: str):
     def command(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benchmark file."),
                 policy: str = typer.Option("default", help="Policy preset or YAML path."),
-                json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here.")):
+                json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here."),
+                checkpoint: Optional[str] = typer.Option(None, help="Pruner checkpoint folder (prune)."),
+                dev: Optional[Path] = typer.Option(None, help="Dev file for baseline thresholds (prune).")):
         try:
             records = READERS[kind](data)
         except BenchDataError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2)
-        runner = _runner(kind)
+        runner = _runner(kind, checkpoint=checkpoint, dev=dev)
         if runner is None:
             typer.echo(f"{data}: {len(records)} valid {kind} records. The {kind} bench needs "
                        f"{_PENDING[kind]}, which this build does not have yet.", err=True)
@@ -42,8 +44,13 @@ def _kind_command(kind: str):
     return command
 
 
-def _runner(kind: str):
-    """The kind's runner, when its stage exists (filled in by the stage issues)."""
+def _runner(kind: str, **options):
+    """The kind's runner, when its stage exists (the others arrive with their stages)."""
+    if kind == "prune":
+        from agentmem.bench.prune import run_prune
+
+        return lambda records, policy: run_prune(records, checkpoint=options.get("checkpoint"),
+                                                 dev_file=options.get("dev"))
     return None
 
 

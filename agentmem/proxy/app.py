@@ -13,7 +13,7 @@ from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
 from agentmem.models.runtime import run_inference
-from agentmem.proxy import chat, sessions
+from agentmem.proxy import chat, highlight, sessions
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.errors import install_error_handlers
 
@@ -46,6 +46,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
     install_error_handlers(app)
     app.include_router(chat.router)
     app.include_router(sessions.router)
+    app.include_router(highlight.router)
 
     @app.get("/v1/models")
     async def models(tenant: str = Depends(tenant_of)):

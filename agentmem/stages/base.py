@@ -15,7 +15,7 @@ from agentmem.messages import tool_call_units
 if TYPE_CHECKING:
     from agentmem.policy import Policy
     from agentmem.report import Report, StageRun
-    from agentmem.store.sessions import SessionHandle
+    from agentmem.store.sessions import SessionHandle, SessionStore
 
 
 @dataclass
@@ -71,6 +71,7 @@ class StageContext:
     session: "SessionHandle | None"  # None when the store is unavailable or off
     report: "Report"
     run: "StageRun"
+    store: "SessionStore | None" = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

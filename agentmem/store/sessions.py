@@ -222,6 +222,11 @@ class SessionStore:
         return [t.message for t in await self.active_turns(handle)]
 
     @_wrap_errors
+    async def active_ids(self, handle: SessionHandle) -> list[int]:
+        """Turn ids by position: ``ids[position]`` is the turn at that position."""
+        return [int(i) for i in await self.redis.lrange(handle.keys.active, 0, -1)]
+
+    @_wrap_errors
     async def active_turns(self, handle: SessionHandle) -> list[TurnRecord]:
         keys = handle.keys
         ids = await self.redis.lrange(keys.active, 0, -1)

@@ -99,8 +99,8 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
             optimizer.zero_grad()
             running += loss.item()
             step += 1
-            if step % 50 == 0:
-                log(f"epoch {epoch + 1} step {step}/{steps} loss {running / 50:.4f} "
+            if step % 10 == 0:
+                log(f"epoch {epoch + 1} step {step}/{steps} loss {running / 10:.4f} "
                     f"({time.time() - started:.0f}s)")
                 running = 0.0
     model.to("cpu").eval()

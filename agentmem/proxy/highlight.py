@@ -1,0 +1,56 @@
+"""``POST /v1/highlight``: semantic highlighting with the pruner's sentence scores.
+
+Body: ``{"query": str, "text": str}`` or ``{"query": str, "sentences": [str, ...]}``, optional
+``threshold``. Returns every sentence with its character span (into ``text``, or into the
+sentences joined by single spaces), its keep probability and the decision.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentmem.errors import InvalidRequest
+from agentmem.messages import describe_validation_error
+from agentmem.models.runtime import run_inference
+from agentmem.proxy.auth import tenant_of
+from agentmem.proxy.body import read_json
+
+router = APIRouter()
+
+
+class HighlightRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    query: str = Field(min_length=1)
+    text: str | None = None
+    sentences: list[str] | None = None
+    threshold: float | None = Field(None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_input(self):
+        if (self.text is None) == (self.sentences is None):
+            raise ValueError("give exactly one of 'text' or 'sentences'")
+        return self
+
+
+@router.post("/v1/highlight")
+async def highlight(request: Request, tenant: str = Depends(tenant_of)):
+    from agentmem.models.pruner import cached_pruner
+    from agentmem.models.registry import default_pruner_path
+
+    body = await read_json(request, request.app.state.settings.max_body_bytes)
+    try:
+        query = HighlightRequest.model_validate(body)
+    except ValidationError as error:
+        message, param = describe_validation_error(error)
+        raise InvalidRequest(message, param=param) from None
+    policy = request.app.state.hygiene.policy
+    pruner = await run_inference(cached_pruner, policy.prune.checkpoint or default_pruner_path())
+    context = query.text if query.text is not None else query.sentences
+    result = await run_inference(lambda: pruner.process(query.query, context, title=None,
+                                                        threshold=query.threshold))
+    return {"object": "highlight", "reranking_score": result["reranking_score"],
+            "threshold": query.threshold if query.threshold is not None else pruner.threshold,
+            "rule": pruner.rule, "highlighted": result["pruned_context"],
+            "compression_rate": result["compression_rate"], "sentences": result["sentences"]}

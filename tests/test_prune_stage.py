@@ -1,0 +1,117 @@
+"""The prune stage with the shipped checkpoint, the highlight endpoint, and `bench prune`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+import httpx
+import pytest
+
+from agentmem import Hygiene
+from agentmem.config import Settings
+from agentmem.models.registry import default_pruner_path
+from agentmem.policy import policy_from_dict
+from agentmem.stages.prune import expand, query_of, recent_start
+
+HISTORY = [
+    {"role": "system", "content": "You are a helpful shopping assistant."},
+    {"role": "user", "content": "Hi! My order number is 5512 and it should ship to Lyon. I ordered a blue kettle."},
+    {"role": "assistant", "content": "Thanks, I have noted order 5512 for delivery to Lyon. The blue kettle is in stock."},
+    {"role": "user", "content": "Can you recommend a pasta recipe? Something quick for dinner."},
+    {"role": "assistant", "content": "Try spaghetti aglio e olio. Cook the pasta, fry garlic in olive oil, add chili "
+                                     "flakes and parsley. It takes fifteen minutes."},
+    {"role": "user", "content": "Also check the stock of the red mug [[tool:inventory]]"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "inv1", "type": "function", "function": {"name": "inventory", "arguments": "{\"item\": \"mug\"}"}}]},
+    {"role": "tool", "tool_call_id": "inv1", "content": "Red mug: 14 in stock. Warehouse: Rotterdam. "
+     "Supplier: Ceramica Ltd. Last audit: March. Shelf B4. Pallet 22. Reorder level: 5."},
+    {"role": "assistant", "content": "There are 14 red mugs in stock."},
+    {"role": "user", "content": "Who won the football match yesterday?"},
+    {"role": "assistant", "content": "I do not have live sports results."},
+    {"role": "user", "content": "Where will my kettle be delivered?"},
+]
+
+
+@pytest.fixture(scope="module")
+def hygiene(data_dir):
+    engine = Hygiene("default", settings=Settings(data_dir=data_dir))
+    yield engine
+    engine.connector.close()
+
+
+def _policy(**prune):
+    return policy_from_dict({"name": "prune-test", "stages": ["prune"], "embed": False, "prune": prune})
+
+
+async def test_prune_keeps_what_the_question_needs(hygiene):
+    result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}", policy=_policy())
+    sent = [m.get("content") for m in result.messages]
+    report = result.report
+    assert not report.warnings and report.stages[0].stage == "prune"
+    assert any("5512" in (c or "") and "Lyon" in (c or "") for c in sent)  # the evidence survives
+    assert not any("spaghetti" in (c or "") for c in sent)  # the irrelevant exchange does not
+    assert report.tokens_after < report.tokens_before
+    # system, the last two exchanges and the whole tool-call unit are still there, in order
+    assert result.messages[0] is HISTORY[0]
+    assert result.messages[-3:] == HISTORY[-3:]
+    roles = [m["role"] for m in result.messages]
+    assert roles.count("tool") == 1 and any(m.get("tool_calls") for m in result.messages)
+    decisions = report.stages[0].decisions
+    assert decisions and all(d.reason and d.score is not None for d in decisions)
+    assert {d.action for d in decisions} <= {"drop_message", "prune_span"}
+
+
+async def test_recent_window_and_off_switches(hygiene):
+    everything = _policy(keep_recent_exchanges=10)
+    result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}", policy=everything)
+    assert result.messages is HISTORY  # nothing old enough to prune: the request is untouched
+    generous = _policy(threshold=0.0, rule="mean_prob")
+    result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}", policy=generous)
+    assert [m.get("content") for m in result.messages] == [m.get("content") for m in HISTORY]
+
+
+def test_helpers():
+    assert recent_start(HISTORY, 2) == 9 and recent_start(HISTORY, 1) == 11
+    assert expand([False, True, False, False], 1) == [True, True, True, False]
+    agent_step = HISTORY[:6] + [HISTORY[6], HISTORY[7]]
+    query = query_of(agent_step)
+    assert query.startswith("Also check the stock") and "inventory" in query and "14 in stock" in query
+
+
+def test_highlight_endpoint(proxy):
+    text = "My order number is 5512. The weather in Madrid is sunny. Pasta takes fifteen minutes."
+    response = httpx.post(f"{proxy.url}/v1/highlight", json={"query": "What is my order number?",
+                                                            "text": text}, timeout=120)
+    assert response.status_code == 200, response.text
+    data = response.json()
+    sentences = data["sentences"]
+    assert [text[s["start"]:s["end"]] for s in sentences] == [s["text"] for s in sentences]
+    assert sentences[0]["kept"] and sentences[0]["probability"] == max(s["probability"] for s in sentences)
+    assert data["highlighted"].startswith("My order number is 5512.")
+    bad = httpx.post(f"{proxy.url}/v1/highlight", json={"query": "q", "text": "t", "sentences": ["s"]})
+    assert bad.status_code == 400 and "exactly one" in bad.json()["error"]["message"]
+
+
+def test_bench_prune_runs_on_a_prune_file(tmp_path):
+    rows = [
+        {"id": "1", "question": "In what country is Normandy located?", "title": "Normans",
+         "sentences": ["The Normans gave their name to Normandy, a region in France.",
+                       "They were descended from Norse raiders.", "Their leader was Rollo."],
+         "labels": [1, 0, 0]},
+        {"id": "2", "question": "Who was the first king of Poland?", "title": "Warsaw",
+         "sentences": ["Warsaw is the capital of Poland.", "It lies on the Vistula river."], "labels": [0, 0]},
+    ]
+    data = tmp_path / "prune.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "result.json"
+    run = subprocess.run([sys.executable, "-m", "agentmem", "bench", "prune", "--data", str(data),
+                          "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert {"n", "precision", "recall", "f1", "micro_f1", "negative_keep_rate", "compression",
+            "threshold"} <= set(result)
+    assert result["n"] == 2 and "embedding_cosine" in result["baselines"]
+    assert default_pruner_path().endswith("pruner-minilm")
