@@ -47,6 +47,7 @@ class HygieneResult:
     tools: list[dict[str, Any]] | None
     request: dict[str, Any]
     report: Report
+    kept_indices: list[int]  # for each outgoing message, its position in the incoming history
 
 
 class Hygiene:
@@ -93,6 +94,11 @@ class Hygiene:
             self._sync.stop()
             self._sync = None
         self.connector.close()
+
+    async def drain(self) -> None:
+        """Wait for background work (embeddings of the latest turns) to finish."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
 
     def spawn(self, coroutine) -> asyncio.Task:
         """Background work that must finish even if the request that started it is gone."""
@@ -219,7 +225,7 @@ class Hygiene:
         call = await self.prepare(body, session_id=session_id, stateful=stateful, policy=policy)
         await call.finish(None)
         return HygieneResult(call.outgoing["messages"], call.outgoing.get("tools"),
-                             call.outgoing, call.report)
+                             call.outgoing, call.report, call.kept_indices)
 
     async def acompletion(self, model: str, messages: list[dict[str, Any]], *,
                           session_id: str | None = None, stateful: bool = False,
@@ -272,6 +278,7 @@ class PreparedCall:
     stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     done: bool = False
     prepared_at: float = 0.0
+    kept_indices: list[int] = field(default_factory=list)
 
     def fault(self, message: str) -> None:
         """Something of ours failed: the policy picks between a warning and a 503."""
@@ -283,6 +290,7 @@ class PreparedCall:
     def adopt(self, draft: Draft) -> None:
         """Build the outgoing body; an untouched draft sends the client's own objects."""
         history, body = self.history, self.body
+        self.kept_indices = [kept.index for kept in draft.messages]
         unchanged_messages = (len(draft.messages) == len(history) and all(
             kept.message is history[kept.index] for kept in draft.messages))
         unchanged_tools = draft.tools is body.get("tools") and draft.functions is body.get("functions")

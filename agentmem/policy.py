@@ -33,6 +33,17 @@ class PruneSettings(BaseModel):
         48, ge=1, description="Older turns the pruner scores; more are recalled by embeddings first.")
 
 
+class BudgetSettings(BaseModel):
+    """The budget stage (see agentmem/stages/budget.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_prompt_tokens: int | None = Field(None, ge=1, description="Absolute budget; wins if set.")
+    context_fraction: float = Field(
+        0.75, gt=0, le=1, description="Budget as a share of the model's context window.")
+    mmr_lambda: float = Field(0.3, ge=0, le=1, description="Weight of the redundancy penalty.")
+
+
 class Policy(BaseModel):
     """Everything a hygiene call needs to decide; presets are ``off`` and ``default``."""
 
@@ -61,6 +72,7 @@ class Policy(BaseModel):
         60, ge=0, description="How long a call waits for a concurrent call on the same session."
     )
     prune: PruneSettings = Field(default_factory=PruneSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
 
     @field_validator("stages")
     @classmethod

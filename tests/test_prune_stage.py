@@ -115,3 +115,28 @@ def test_bench_prune_runs_on_a_prune_file(tmp_path):
             "threshold"} <= set(result)
     assert result["n"] == 2 and "embedding_cosine" in result["baselines"]
     assert default_pruner_path().endswith("pruner-minilm")
+
+
+async def test_budget_keeps_order_units_and_the_most_relevant(hygiene):
+    from agentmem.ingest import messages_tokens
+
+    old = []
+    topics = ["the weather in Madrid is sunny", "a pasta recipe with garlic", "football results",
+              "my order 5512 ships to Lyon", "a poem about the sea", "the price of train tickets"]
+    for topic in topics:
+        old += [{"role": "user", "content": f"Tell me about {topic}. Please be detailed."},
+                {"role": "assistant", "content": f"Here is what I know about {topic}. It is interesting."}]
+    history = [HISTORY[0], *old, *HISTORY[5:9], {"role": "user", "content": "Where does order 5512 ship to?"}]
+    pinned = messages_tokens([history[0], *history[-5:]])
+    policy = policy_from_dict({"name": "budget-test", "stages": ["budget"], "embed": False,
+                               "prune": {"keep_recent_exchanges": 2},
+                               "budget": {"max_prompt_tokens": pinned + 60}})
+    result = await hygiene.apply(history, session_id=f"bu-{uuid.uuid4().hex}", policy=policy)
+    assert not result.report.warnings
+    assert result.report.tokens_after <= pinned + 60 < result.report.tokens_before
+    assert result.kept_indices == sorted(result.kept_indices)
+    kept_text = " ".join(m.get("content") or "" for m in result.messages)
+    assert "order 5512 ships to Lyon" in kept_text and "poem" not in kept_text
+    assert [m["role"] for m in result.messages].count("tool") == 1  # the unit is whole
+    drops = result.report.stages[0].decisions
+    assert drops and all("budget" in d.reason for d in drops)

@@ -27,13 +27,14 @@ def _kind_command(kind: str):
                 policy: str = typer.Option("default", help="Policy preset or YAML path."),
                 json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here."),
                 checkpoint: Optional[str] = typer.Option(None, help="Pruner checkpoint folder (prune)."),
-                dev: Optional[Path] = typer.Option(None, help="Dev file for baseline thresholds (prune).")):
+                dev: Optional[Path] = typer.Option(None, help="Dev file for baseline thresholds (prune)."),
+                limit: Optional[int] = typer.Option(None, help="Evaluate at most N questions (history).")):
         try:
             records = READERS[kind](data)
         except BenchDataError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2)
-        runner = _runner(kind, checkpoint=checkpoint, dev=dev)
+        runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit)
         if runner is None:
             typer.echo(f"{data}: {len(records)} valid {kind} records. The {kind} bench needs "
                        f"{_PENDING[kind]}, which this build does not have yet.", err=True)
@@ -51,6 +52,10 @@ def _runner(kind: str, **options):
 
         return lambda records, policy: run_prune(records, checkpoint=options.get("checkpoint"),
                                                  dev_file=options.get("dev"))
+    if kind == "history":
+        from agentmem.bench.history import run_history
+
+        return lambda samples, policy: run_history(samples, policy=policy, limit=options.get("limit"))
     return None
 
 

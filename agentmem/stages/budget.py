@@ -1,0 +1,105 @@
+"""The budget stage: fit the prompt into a token budget, most useful history first.
+
+After pruning, if the request is still over budget (the model's context window from litellm
+times ``context_fraction``, or ``max_prompt_tokens``), older units are chosen greedily by
+relevance to the query minus an MMR redundancy penalty (similarity to what is already
+chosen), until the budget is full. System messages, the recent window and the current step
+are always kept; kept messages never change order; tool-call units go whole or not at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from agentmem.ingest import message_tokens, tools_tokens
+from agentmem.messages import text_of
+from agentmem.models.embedder import from_bytes
+from agentmem.models.runtime import run_inference
+from agentmem.report import Decision
+from agentmem.stages import register_stage
+from agentmem.stages.base import Draft, OutgoingMessage, StageContext
+from agentmem.stages.prune import query_of, recent_start
+
+
+def budget_for(model: str, settings) -> int | None:
+    if settings.max_prompt_tokens:
+        return settings.max_prompt_tokens
+    from agentmem.upstream import context_window
+
+    window = context_window(model)
+    return int(window * settings.context_fraction) if window else None
+
+
+@register_stage
+class BudgetStage:
+    name: ClassVar[str] = "budget"
+
+    async def apply(self, draft: Draft, context: StageContext) -> None:
+        settings = context.policy.budget
+        budget = budget_for(context.model, settings)
+        if budget is None:
+            return
+        units = draft.units()
+        cost = [sum(message_tokens(m.message) for m in unit) for unit in units]
+        total = sum(cost) + tools_tokens(draft.tools)
+        if total <= budget:
+            return
+        history = context.history
+        protected_from = recent_start(history, context.policy.prune.keep_recent_exchanges)
+        fixed, optional = [], []
+        for number, unit in enumerate(units):
+            pinned = any(m.role in {"system", "developer"} or m.index >= protected_from for m in unit)
+            (fixed if pinned else optional).append(number)
+        remaining = budget - sum(cost[n] for n in fixed) - tools_tokens(draft.tools)
+        vectors = await self._vectors([units[n] for n in optional], query_of(history), context)
+        query_vector, unit_vectors = vectors[0], vectors[1:]
+        relevance = unit_vectors @ query_vector
+        chosen: list[int] = []
+        candidates = list(range(len(optional)))
+        while candidates:
+            def gain(i: int) -> float:
+                redundancy = max((float(unit_vectors[i] @ unit_vectors[j]) for j in chosen), default=0.0)
+                return float(relevance[i]) - settings.mmr_lambda * redundancy
+
+            best = max(candidates, key=gain)
+            candidates.remove(best)
+            if cost[optional[best]] <= remaining:
+                chosen.append(best)
+                remaining -= cost[optional[best]]
+        keep = {optional[i] for i in chosen}
+        for position, number in enumerate(optional):
+            if number in keep:
+                continue
+            unit = units[number]
+            draft.drop_unit(unit)
+            context.run.decisions.append(Decision(
+                action="drop_message", message_index=unit[0].index, position=unit[0].index,
+                score=float(relevance[position]),
+                reason=f"over the prompt budget of {budget} tokens; lower relevance after redundancy",
+                detail={"unit": [m.index for m in unit], "tokens": cost[number]}))
+
+    @staticmethod
+    async def _vectors(units: list[list[OutgoingMessage]], query: str, context: StageContext) -> np.ndarray:
+        """Row 0: the query; then one unit-normalised mean vector per unit (cached ones first)."""
+        from agentmem.models.embedder import default_embedder
+
+        embedder = default_embedder()
+        cached: dict[int, Any] = {}
+        if context.store is not None and context.session is not None:
+            ids = await context.store.active_ids(context.session)
+            wanted = {u[0].index: ids[u[0].index] for u in units if u[0].index < len(ids)}
+            raw = await context.store.embeddings(context.session, list(wanted.values()))
+            cached = {index: raw[turn] for index, turn in wanted.items() if turn in raw}
+        texts = [query] + [" ".join(text_of(m.message) for m in unit)[:2000] for unit in units
+                           if unit[0].index not in cached]
+        fresh = iter(await run_inference(embedder.encode, texts))
+        rows = [next(fresh)]
+        for unit in units:
+            if unit[0].index in cached:
+                vector = from_bytes(cached[unit[0].index]).mean(axis=0)
+            else:
+                vector = next(fresh)
+            rows.append(vector / (np.linalg.norm(vector) or 1.0))
+        return np.vstack(rows) if len(rows) > 1 else np.asarray(rows)
