@@ -26,11 +26,12 @@ def test_overhead_bench_writes_the_documented_keys(tmp_path):
 
 
 def test_bench_kinds_read_their_formats(tmp_path):
-    good = tmp_path / "prune.jsonl"
-    good.write_text(json.dumps({"id": "a", "question": "q?", "title": None, "sentences": ["s1.", "s2."],
-                                "labels": [1, 0], "notes": "extra keys are ignored"}) + "\n")
-    run = _agentmem("bench", "prune", "--data", str(good))
-    assert run.returncode == 3 and "1 valid prune records" in run.stderr
+    tools = tmp_path / "tools.jsonl"
+    tools.write_text(json.dumps({"id": "t", "query": "weather?", "messages": None, "gold": ["w"],
+                                 "tools": [{"type": "function", "function": {"name": "w"}}],
+                                 "notes": "extra keys are ignored"}) + "\n")
+    run = _agentmem("bench", "tools", "--data", str(tools))
+    assert run.returncode == 3 and "1 valid tools records" in run.stderr  # its stage is not built yet
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "a", "question": "q", "sentences": ["x"], "labels": [1]}) + "\n"
                    + json.dumps({"id": "b", "question": "q", "sentences": ["x"], "labels": [1, 0]}) + "\n")
