@@ -406,8 +406,9 @@ class PreparedCall:
     async def _embed(self, turns: list[TurnRecord]) -> None:
         """Sentence embeddings of the call's new turns, in one batch, after the reply is out.
 
-        Nothing on this call's path needs them; later calls read them from Redis. A stage that
-        needs a missing one computes it (``SessionStore.missing_embeddings``).
+        Nothing on this call's path needs them; later calls read them from Redis. A turn whose
+        embedding is not there yet is treated by the stages as unknown (prune lets the pruner
+        score it; budget embeds it on the spot).
         """
         try:
             embeddings = await run_inference(embed_turns, self.hygiene.embedder, turns)

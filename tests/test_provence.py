@@ -87,7 +87,6 @@ def test_official_layout_loads_with_the_same_state_dict_names(deberta_checkpoint
                                   add_special_tokens=False)["input_ids"]])
     ranking, tokens = model(ids, torch.ones_like(ids))
     assert ranking.shape == (1,) and tokens.shape == (1, ids.shape[1], 2)
-    saved = torch.load if False else None  # the weights really came from the file:
     from safetensors.torch import load_file
 
     on_disk = load_file(str(deberta_checkpoint / "model.safetensors"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import litellm
-import pytest
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",

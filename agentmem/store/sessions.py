@@ -288,13 +288,6 @@ class SessionStore:
             await pipe.execute()
 
     @_wrap_errors
-    async def missing_embeddings(self, handle: SessionHandle, turn_ids: list[int]) -> list[int]:
-        if not turn_ids:
-            return []
-        present = await self.redis.hmget(handle.keys.embeddings, [str(i) for i in turn_ids])
-        return [i for i, value in zip(turn_ids, present) if value is None]
-
-    @_wrap_errors
     async def embeddings(self, handle: SessionHandle, turn_ids: list[int]) -> dict[int, bytes]:
         if not turn_ids:
             return {}
