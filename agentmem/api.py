@@ -193,7 +193,8 @@ class Hygiene:
             run = report.stage(stage.name)
             started = time.perf_counter()
             context = StageContext(call.policy, body["model"], history,
-                                   call.handle if call.store else None, report, run, call.store)
+                                   call.handle if call.store else None, report, run, call.store,
+                                   call.prefix.matched if call.prefix else 0)
             try:
                 await stage.apply(draft, context)
             except Exception as error:  # noqa: BLE001 - a stage bug must not break the call

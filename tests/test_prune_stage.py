@@ -140,3 +140,18 @@ async def test_budget_keeps_order_units_and_the_most_relevant(hygiene):
     assert [m["role"] for m in result.messages].count("tool") == 1  # the unit is whole
     drops = result.report.stages[0].decisions
     assert drops and all("budget" in d.reason for d in drops)
+
+
+async def test_budget_uses_ingest_token_counts_of_the_matching_prefix_only(hygiene):
+    """A client that edits an early message must be budgeted on the edited text."""
+    session = f"bu-{uuid.uuid4().hex}"
+    history = [HISTORY[0], {"role": "user", "content": "short"}, {"role": "assistant", "content": "ok"},
+               {"role": "user", "content": "next"}]
+    await hygiene.apply(history, session_id=session, policy="default")
+    edited = [HISTORY[0], {"role": "user", "content": "long " * 400}, *history[2:]]
+    policy = policy_from_dict({"name": "budget-edit", "stages": ["budget"], "embed": False,
+                               "prune": {"keep_recent_exchanges": 1},
+                               "budget": {"max_prompt_tokens": 100}})
+    result = await hygiene.apply(edited, session_id=session, policy=policy)
+    assert result.report.tokens_after <= 100  # the 400-token edit was counted and dropped
+    assert 1 not in result.kept_indices

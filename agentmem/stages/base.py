@@ -72,6 +72,7 @@ class StageContext:
     report: "Report"
     run: "StageRun"
     store: "SessionStore | None" = None
+    stored_positions: int = 0  # history[:stored_positions] is already stored, identical
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -41,12 +41,20 @@ class BudgetStage:
         budget = budget_for(context.model, settings)
         if budget is None:
             return
+        history = context.history
+        stored = await context.store.turn_tokens(context.session) if context.store else []
+        stored = stored[: context.stored_positions]  # later stored turns may be a superseded branch
+        # token counts made at ingest; only messages a stage rewrote (or not stored) are counted
+        def tokens(m: OutgoingMessage) -> int:
+            if m.message is history[m.index] and m.index < len(stored):
+                return stored[m.index]
+            return message_tokens(m.message)
+
         units = draft.units()
-        cost = [sum(message_tokens(m.message) for m in unit) for unit in units]
+        cost = [sum(tokens(m) for m in unit) for unit in units]
         total = sum(cost) + tools_tokens(draft.tools)
         if total <= budget:
             return
-        history = context.history
         protected_from = recent_start(history, context.policy.prune.keep_recent_exchanges)
         fixed, optional = [], []
         for number, unit in enumerate(units):

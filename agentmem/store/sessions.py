@@ -227,6 +227,13 @@ class SessionStore:
         return [int(i) for i in await self.redis.lrange(handle.keys.active, 0, -1)]
 
     @_wrap_errors
+    async def turn_tokens(self, handle: SessionHandle) -> list[int]:
+        """Token count per stored position, from the cumulative counts kept at ingest."""
+        entries = await self.redis.lrange(handle.keys.chain, 0, -1)
+        cumulative = [int(e.decode().rsplit(":", 1)[1]) for e in entries]
+        return [b - a for a, b in zip([0, *cumulative], cumulative)]
+
+    @_wrap_errors
     async def active_turns(self, handle: SessionHandle) -> list[TurnRecord]:
         keys = handle.keys
         ids = await self.redis.lrange(keys.active, 0, -1)
