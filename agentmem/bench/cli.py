@@ -74,3 +74,13 @@ def overhead(json_out: Optional[Path] = typer.Option(None, "--json", help="Write
     sizes = tuple(int(t) for t in turns.split(",") if t.strip())
     emit("bench overhead (ms)", run_overhead(calls=calls, turn_calls=turn_calls, sizes=sizes),
          json_out)
+
+
+@bench_app.command()
+def plot(results: list[Path] = typer.Argument(..., exists=True, help="history bench JSON files."),
+         out: Path = typer.Option(Path("bench-results/history_recall_vs_tokens.png"), help="PNG to write.")):
+    """Plot evidence recall against token fraction from `bench history --json` results."""
+    from agentmem.bench.plot import plot_history
+
+    plot_history(results, out)
+    typer.echo(f"wrote {out}")

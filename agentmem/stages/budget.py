@@ -64,18 +64,18 @@ class BudgetStage:
         vectors = await self._vectors([units[n] for n in optional], query_of(history), context)
         query_vector, unit_vectors = vectors[0], vectors[1:]
         relevance = unit_vectors @ query_vector
+        similarity = unit_vectors @ unit_vectors.T
+        redundancy = np.zeros(len(optional))  # max similarity to anything chosen so far
+        open_ = np.ones(len(optional), dtype=bool)
         chosen: list[int] = []
-        candidates = list(range(len(optional)))
-        while candidates:
-            def gain(i: int) -> float:
-                redundancy = max((float(unit_vectors[i] @ unit_vectors[j]) for j in chosen), default=0.0)
-                return float(relevance[i]) - settings.mmr_lambda * redundancy
-
-            best = max(candidates, key=gain)
-            candidates.remove(best)
+        while open_.any():
+            gain = np.where(open_, relevance - settings.mmr_lambda * redundancy, -np.inf)
+            best = int(np.argmax(gain))
+            open_[best] = False
             if cost[optional[best]] <= remaining:
                 chosen.append(best)
                 remaining -= cost[optional[best]]
+                redundancy = np.maximum(redundancy, similarity[:, best])
         keep = {optional[i] for i in chosen}
         for position, number in enumerate(optional):
             if number in keep:
