@@ -40,3 +40,17 @@ def test_bench_kinds_read_their_formats(tmp_path):
     clash = tmp_path / "clash.jsonl"
     clash.write_text(json.dumps({"id": "c", "turns": [{"speaker": "A", "text": "hi"}], "label": False}) + "\n")
     assert _agentmem("bench", "clash", "--data", str(clash)).returncode == 3
+
+
+def test_bench_plot_writes_a_png(tmp_path):
+    files = []
+    for i, (fraction, recall) in enumerate([(0.05, 0.3), (0.2, 0.7)]):
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps({"token_fraction": fraction, "evidence_recall": recall, "policy": f"p{i}",
+                                    "baselines": {"embedding_topk": {"evidence_recall": recall + 0.1},
+                                                  "recency": {"evidence_recall": 0.0}}}))
+        files.append(str(path))
+    out = tmp_path / "plot.png"
+    run = _agentmem("bench", "plot", *files, "--out", str(out))
+    assert run.returncode == 0, run.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
