@@ -84,9 +84,9 @@ class Settings(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                                 for e in error.errors(include_url=False))
-            raise PolicyError(f"config: {problems}") from None
+            from agentmem.policy import field_errors
+
+            raise PolicyError(f"config: {field_errors(error)}") from None
 
     def route(self, model: str) -> ModelRoute | None:
         return next((r for r in self.models if r.name == model), None)

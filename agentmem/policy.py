@@ -117,11 +117,13 @@ def policy_from_dict(data: dict, *, origin: str = "<dict>") -> Policy:
     try:
         return Policy.model_validate(data)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
-            for e in error.errors(include_url=False)
-        )
-        raise PolicyError(f"policy {origin}: {problems}", param="policy") from None
+        raise PolicyError(f"policy {origin}: {field_errors(error)}", param="policy") from None
+
+
+def field_errors(error: ValidationError) -> str:
+    """Every problem of a settings object as ``field.path: message``, joined by ``; ``."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
+                     for e in error.errors(include_url=False))
 
 
 def _read(name: str) -> tuple[str, str]:
