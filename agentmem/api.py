@@ -24,14 +24,16 @@ from agentmem import upstream
 from agentmem.config import Settings
 from agentmem.errors import HygieneUnavailable, InvalidRequest
 from agentmem.identity import session_id_for
-from agentmem.ingest import (build_turns, chain_hashes, embed_turns, messages_tokens,
+from agentmem.ingest import (build_turns, chain_hashes, embed_turns, message_tokens, messages_tokens,
                              tools_tokens)
 from agentmem.messages import check_conversation, message_hash, chain_hash, parse_chat_request
 from agentmem.models.embedder import Embedder, default_embedder
 from agentmem.models.runtime import run_inference
 from agentmem.policy import Policy, load_policy
 from agentmem.report import Report
-from agentmem.stages import Draft, StageContext, build_stages
+from agentmem.stages import Draft, StageContext, build_stages, needs_query_vector
+from agentmem.stages.prune import query_of
+from agentmem.stages.query import prefetch
 from agentmem.store import RedisConnector, SessionHandle, SessionStore, StoreUnavailable
 from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
 from agentmem.validate import OutgoingInvalid, validate_outgoing
@@ -139,6 +141,8 @@ class Hygiene:
                         model=body.get("model"))
         report.ingest.stateful = stateful
         call = PreparedCall(self, policy, handle, body, report)
+        if needs_query_vector(policy, body["messages"]):  # embed it while the history is ingested
+            prefetch(query_of(body["messages"]))
         try:
             await self._ingest(call, stateful)
             await self._clean(call)
@@ -194,7 +198,7 @@ class Hygiene:
             started = time.perf_counter()
             context = StageContext(call.policy, body["model"], history,
                                    call.handle if call.store else None, report, run, call.store,
-                                   call.prefix.matched if call.prefix else 0)
+                                   call.prefix.matched if call.prefix else 0, call.chains)
             try:
                 await stage.apply(draft, context)
             except Exception as error:  # noqa: BLE001 - a stage bug must not break the call
@@ -211,7 +215,7 @@ class Hygiene:
             except OutgoingInvalid as error:
                 call.fault(f"outgoing request failed validation ({error}); sent unchanged")
                 draft = Draft.of(history, body.get("tools"), body.get("functions"))
-        call.adopt(draft)
+        call.adopt(draft, await call.position_tokens() if _edited(draft, history) else None)
 
     # -- library entry points ----------------------------------------------------------------
 
@@ -288,7 +292,18 @@ class PreparedCall:
         log.warning("session %s: %s", self.handle.session_id, message)
         self.report.warnings.append(message)
 
-    def adopt(self, draft: Draft) -> None:
+    async def position_tokens(self) -> list[int] | None:
+        """Tokens per history position from ingest (stored prefix + new turns), if known."""
+        if self.store is None or self.prefix is None:
+            return None
+        try:
+            stored = (await self.store.turn_tokens(self.handle))[: self.prefix.matched]
+        except StoreUnavailable:
+            return None
+        counts = stored + [turn.tokens for turn in self.new_turns]
+        return counts if len(counts) == len(self.history) else None
+
+    def adopt(self, draft: Draft, position_tokens: list[int] | None = None) -> None:
         """Build the outgoing body; an untouched draft sends the client's own objects."""
         history, body = self.history, self.body
         self.kept_indices = [kept.index for kept in draft.messages]
@@ -304,8 +319,11 @@ class PreparedCall:
                 self.outgoing["tools"] = draft.tools
             if "functions" in body:
                 self.outgoing["functions"] = draft.functions
-            tokens_after = (messages_tokens(self.outgoing["messages"])
-                            + tools_tokens(self.outgoing.get("tools")))
+            known = position_tokens or ()
+            tokens_after = tools_tokens(self.outgoing.get("tools")) + sum(
+                known[kept.index] if kept.index < len(known) and kept.message is history[kept.index]
+                else kept.tokens if kept.tokens is not None
+                else message_tokens(kept.message) for kept in draft.messages)
         report = self.report
         report.tokens_before, report.tokens_after = self.tokens_before, tokens_after
         report.messages_before, report.messages_after = len(history), len(self.outgoing["messages"])
@@ -436,3 +454,8 @@ def reply_message(message: Any) -> dict[str, Any]:
     else:
         out.pop("tool_calls", None)
     return out
+
+
+def _edited(draft: Draft, history: list[dict[str, Any]]) -> bool:
+    return len(draft.messages) != len(history) or any(
+        kept.message is not history[kept.index] for kept in draft.messages)

@@ -308,18 +308,22 @@ def chain_hash(previous: str, content_hash: str) -> str:
     return hashlib.blake2b(f"{previous}:{content_hash}".encode(), digest_size=12).hexdigest()
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def tool_call_units(messages: list[dict[str, Any]]) -> list[list[int]]:
     """Indices grouped into units: an assistant message with tool calls plus all its replies.
 
     Every other message is a unit of its own. Stages keep or drop whole units only.
     """
     units: list[list[int]] = []
-    open_calls: set[str] = set()
+    open_calls: set[str] | frozenset[str] = _NONE
     for index, message in enumerate(messages):
         if message.get("role") == "tool" and message.get("tool_call_id") in open_calls and units:
             units[-1].append(index)
-            open_calls.discard(message["tool_call_id"])
+            open_calls = open_calls - {message["tool_call_id"]}
             continue
         units.append([index])
-        open_calls = {c.get("id") for c in message.get("tool_calls") or ()} if message.get("role") == "assistant" else set()
+        calls = message.get("tool_calls")
+        open_calls = {c.get("id") for c in calls} if calls and message.get("role") == "assistant" else _NONE
     return units

@@ -28,9 +28,25 @@ class PruneSettings(BaseModel):
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
-    neighbours: int = Field(1, ge=0, description="Sentences kept on each side of a kept one.")
-    candidates: int = Field(
-        48, ge=1, description="Older turns the pruner scores; more are recalled by embeddings first.")
+    neighbours: int = Field(0, ge=0, description="Sentences kept on each side of a kept one.")
+    history_fraction: float = Field(
+        0.18, ge=0, le=1, description="Budget for turns older than the recent window, as a "
+        "share of their tokens.")
+    history_tokens: int | None = Field(
+        None, ge=0, description="Absolute budget for the older turns; wins if set.")
+    history_floor_tokens: int = Field(
+        2048, ge=0, description="Older history up to this size is never pruned.")
+    lexical_weight: float = Field(
+        1.0, ge=0, description="Weight of BM25 (scaled to [0, 1]) next to the embedding cosine.")
+    turn_spread: float = Field(
+        0.3, ge=0, description="Score handicap of a further sentence from a turn that already "
+        "has one kept: spreads the budget over more turns.")
+    context_weight: float = Field(
+        0.4, ge=0, description="Share of the adjacent turns' best score a sentence inherits.")
+    rerank_turns: int = Field(
+        0, ge=0, description="Best recalled older turns the pruner rescores (0: embeddings and "
+        "BM25 only, the fast path).")
+    rerank_weight: float = Field(1.0, ge=0, description="Weight of the pruner's probability.")
 
 
 class BudgetSettings(BaseModel):

@@ -16,11 +16,13 @@ from pydantic import BaseModel, Field
 class Decision(BaseModel):
     """One change to the outgoing request (or a decision to leave something alone)."""
 
-    action: str  # e.g. "drop_message", "prune_span", "drop_tool", "quarantine"
+    action: str  # e.g. "drop_message", "prune_spans", "drop_tool", "quarantine"
     reason: str
     message_index: int | None = None  # index in the incoming request
     position: int | None = None  # position of the turn in the stored session
     span: tuple[int, int] | None = None  # characters of the message's text
+    spans: list[tuple[int, int]] | None = None  # prune_spans: every removed span of the message
+    span_scores: list[float] | None = None  # ... and the score of each
     tool: str | None = None
     score: float | None = None
     detail: dict[str, Any] = Field(default_factory=dict)

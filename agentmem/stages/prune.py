@@ -1,27 +1,34 @@
 """The prune stage: keep the history the current turn needs, sentence by sentence.
 
 Query: the latest user message, plus the pending tool calls and their results when the
-request is an agent step. The most recent exchanges stay verbatim. Older turns, and large
-tool outputs, are scored by the Provence pruner; kept sentences are widened by their
-neighbours so "this" keeps its antecedent. In long sessions the embeddings cached at ingest
-recall the candidate turns first and the pruner scores only those. Tool-call units are never
-split: a tool output may shrink (to its best sentence at least), the message stays.
+request is an agent step. The most recent exchanges and the current step stay verbatim.
+
+Older turns get a token budget (a share of their tokens). Their sentences are ranked by
+MiniLM cosine to the query (vectors cached at ingest) plus BM25 (names, numbers and rare words
+that embeddings blur), optionally rescored by the Provence pruner for the best recalled turns,
+and kept greedily until the budget is full; each kept sentence brings its neighbours so "this"
+keeps its antecedent. Large tool outputs inside the recent window are pruned by Provence
+against the query, which is the passage-level job it was trained for. Tool-call units are never
+split: they go whole, or their messages shrink (to their best sentence at least).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from agentmem.lexical import terms
 from agentmem.messages import text_of
-from agentmem.models.embedder import from_bytes
 from agentmem.models.runtime import run_inference
 from agentmem.report import Decision
 from agentmem.stages import register_stage
 from agentmem.stages.base import Draft, StageContext
-from agentmem.text import split_sentences
+from agentmem.stages.corpus import corpus_for
+from agentmem.stages.query import query_vector
+from agentmem.text import MESSAGE_OVERHEAD_TOKENS, split_sentences
 
 
 @dataclass
@@ -31,6 +38,7 @@ class Candidate:
     spans: list[tuple[int, int]]
     droppable: bool  # a plain user/assistant message; tool-unit members only shrink
     role: str = "user"
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # corpus rows
 
 
 def query_of(history: list[dict[str, Any]]) -> str:
@@ -68,10 +76,13 @@ def expand(keep: list[bool], neighbours: int) -> list[bool]:
 class PruneStage:
     name: ClassVar[str] = "prune"
 
-    async def apply(self, draft: Draft, context: StageContext) -> None:
-        from agentmem.models.pruner import cached_pruner
-        from agentmem.models.registry import default_pruner_path
+    @staticmethod
+    def wants_query_vector(policy, messages: list[dict[str, Any]]) -> bool:
+        """Only histories past the floor are pruned (~4 characters per token)."""
+        size = sum(len(text_of(m)) for m in messages)
+        return size > 4 * max(policy.prune.history_floor_tokens, 1)
 
+    async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.prune
         history = context.history
         query = query_of(history)
@@ -79,7 +90,7 @@ class PruneStage:
             return
         start = recent_start(history, settings.keep_recent_exchanges)
         step_start = _agent_step_start(history)
-        candidates = []
+        older, large_outputs = [], []
         for message in draft.messages:
             role, index = message.role, message.index
             if role in {"system", "developer"} or index >= step_start:
@@ -88,79 +99,218 @@ class PruneStage:
             if not isinstance(original.get("content"), str) or not original["content"].strip():
                 continue
             in_unit = role == "tool" or bool(original.get("tool_calls"))
-            if index >= start and not (role == "tool" and _tokens(original) > settings.large_tool_output_tokens):
-                continue
-            text = original["content"]
-            spans = [(s.start, s.end) for s in split_sentences(text)]
-            if spans:
-                candidates.append(Candidate(index, text, spans, droppable=not in_unit, role=role))
-        if not candidates:
-            return
+            if index < start:
+                older.append(Candidate(index, original["content"], [], not in_unit, role))
+            elif role == "tool" and _tokens(original) > settings.large_tool_output_tokens:
+                large_outputs.append(Candidate(index, original["content"], [], False, role))
+        if older:
+            await self._select_history(draft, context, older, query)
+        if large_outputs:
+            await self._prune_tool_outputs(draft, context, large_outputs, query)
 
-        recalled = await self._recall(candidates, query, context, settings)
+    async def _select_history(self, draft: Draft, context: StageContext,
+                              older: list[Candidate], query: str) -> None:
+        """Older turns: the most relevant sentences (dense + BM25) inside the history budget."""
+        settings = context.policy.prune
+        corpus = await corpus_for(context, max(c.index for c in older) + 1)
+        positions = np.asarray([c.index for c in older])
+        rows = np.flatnonzero(np.isin(corpus.position, positions))
+        total = int(corpus.tokens[rows].sum()) + MESSAGE_OVERHEAD_TOKENS * len(older)
+        budget = settings.history_tokens or max(settings.history_floor_tokens,
+                                                int(settings.history_fraction * total))
+        if total <= budget:
+            return
+        for candidate in older:
+            span = corpus.rows_of[candidate.index]
+            candidate.rows = np.arange(span.start, span.stop)
+            candidate.spans = corpus.spans[span.start: span.stop]
+        vector = await query_vector(query)
+        score = np.zeros(len(corpus.spans), dtype=np.float32)
+        score[rows] = corpus.vectors[rows] @ vector
+        lexical = corpus.lexical.scores(terms(query))[rows]
+        if lexical.max() > 0:
+            score[rows] += settings.lexical_weight * lexical / lexical.max()
+        if settings.context_weight:
+            _add_turn_context(older, score, settings.context_weight)
+        if settings.rerank_turns:
+            await self._rerank(context, older, score, query)
+        kept = _fill(rows, score, corpus, budget, settings.neighbours, settings.turn_spread)
+        reason = (f"no sentence of this turn was among the most relevant to the query within "
+                  f"the history budget of {budget} tokens")
+        self._apply_keep(draft, context, older, kept, score, corpus.tokens, reason)
+
+    async def _rerank(self, context: StageContext, older: list[Candidate], score: np.ndarray,
+                      query: str) -> None:
+        """Two-stage mode: the pruner rescores the sentences of the best recalled turns."""
+        from agentmem.models.pruner import cached_pruner
+        from agentmem.models.registry import default_pruner_path
+
+        settings = context.policy.prune
+        best = sorted(older, key=lambda c: -float(score[c.rows].max()) if len(c.rows) else 0.0)
+        chosen = sorted(best[: settings.rerank_turns], key=lambda c: c.index)
+        pruner = await run_inference(cached_pruner, settings.checkpoint or default_pruner_path())
+        by_index = await run_inference(_score_transcript, pruner, query, chosen)
+        for candidate in chosen:
+            probabilities = np.asarray(by_index[candidate.index].probabilities, dtype=np.float32)
+            score[candidate.rows] += settings.rerank_weight * probabilities
+
+    @staticmethod
+    def _apply_keep(draft: Draft, context: StageContext, older: list[Candidate], kept: np.ndarray,
+                    score: np.ndarray, corpus_tokens: np.ndarray, reason: str) -> None:
+        """Drop turns with nothing kept (tool-call units only whole), shrink the rest."""
+        run = context.run
+        by_index = {c.index: c for c in older}
+        units = [[c] for c in older if c.droppable]  # plain messages: units of one
+        if len(units) < len(older):  # tool-call members: group them as the draft does
+            units += [[by_index[m.index] for m in unit] for unit in draft.units()
+                      if len(unit) > 1 and all(m.index in by_index for m in unit)]
+            grouped = {c.index for unit in units for c in unit}
+            units += [[c] for c in older if c.index not in grouped]  # partial units only shrink
+        current = {m.index: m.message for m in draft.messages}
+        kept_list, score_list, token_list = kept.tolist(), score.tolist(), corpus_tokens.tolist()
+        dropped: set[int] = set()
+        rewritten: dict[int, dict[str, Any]] = {}
+        tokens: dict[int, int] = {}
+        for unit in units:  # plain lists and slices: ~600 small turns per call, numpy is slower
+            keeps = [kept_list[c.rows[0]: c.rows[-1] + 1] for c in unit]
+            if all(all(keep) for keep in keeps):
+                continue
+            whole = len(unit) > 1 or unit[0].droppable
+            if whole and not any(any(keep) for keep in keeps):
+                dropped.update(c.index for c in unit)
+                run.decisions.extend(Decision.model_construct(
+                    action="drop_message", span=None, spans=None, span_scores=None, tool=None,
+                    detail={}, message_index=c.index,
+                    position=c.index, score=max(score_list[c.rows[0]: c.rows[-1] + 1]), reason=reason)
+                    for c in unit)
+                continue
+            for c, keep in zip(unit, keeps):
+                if all(keep):
+                    continue
+                scores = score_list[c.rows[0]: c.rows[-1] + 1]
+                if not any(keep):  # a member of a kept tool-call unit keeps its best sentence
+                    keep[scores.index(max(scores))] = True
+                rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run,
+                                             "not among the most relevant sentences within the "
+                                             "history budget")
+                if not current[c.index].get("tool_calls"):
+                    sentence_tokens = token_list[c.rows[0]: c.rows[-1] + 1]
+                    tokens[c.index] = MESSAGE_OVERHEAD_TOKENS + sum(
+                        t for t, k in zip(sentence_tokens, keep) if k)
+        draft.drop_indices(dropped)
+        draft.replace_messages(rewritten, tokens)
+
+    async def _prune_tool_outputs(self, draft: Draft, context: StageContext,
+                                  outputs: list[Candidate], query: str) -> None:
+        """Large tool outputs of recent exchanges: Provence keeps the sentences the query needs."""
+        from agentmem.models.pruner import cached_pruner
+        from agentmem.models.registry import default_pruner_path
+
+        settings = context.policy.prune
+        for candidate in outputs:
+            candidate.spans = [(s.start, s.end) for s in split_sentences(candidate.text)]
         pruner = await run_inference(cached_pruner, settings.checkpoint or default_pruner_path())
         threshold = settings.threshold if settings.threshold is not None else pruner.threshold
         rule = settings.rule or pruner.rule
-        scored = [c for c in candidates if c.index in recalled]
-        by_index = await run_inference(_score_transcript, pruner, query, scored)
-        run = context.run
-        for candidate in candidates:
-            score = by_index.get(candidate.index)
-            if score is None:
-                keep = [False] * len(candidate.spans)
-                reason, turn_score = "not recalled by embedding similarity to the query", None
-            else:
-                keep = expand(score.keep(threshold, rule), settings.neighbours)
-                reason = "no sentence reached the keep threshold for the query"
-                turn_score = max(score.probabilities)
+        for candidate in outputs:
+            scores = (await run_inference(_score_transcript, pruner, query, [candidate]))[candidate.index]
+            keep = expand(scores.keep(threshold, rule), settings.neighbours)
             if all(keep):
                 continue
             if not any(keep):
-                if candidate.droppable:
-                    draft.drop_unit([m for m in draft.messages if m.index == candidate.index])
-                    run.decisions.append(Decision(
-                        action="drop_message", message_index=candidate.index,
-                        position=candidate.index, score=turn_score, reason=reason))
-                    continue
-                best = int(np.argmax(score.probabilities)) if score is not None else 0
-                keep[best] = True  # a tool-unit message keeps its best sentence
-            self._shrink(draft, candidate, keep, score, run)
+                keep[int(np.argmax(scores.probabilities))] = True
+            draft.replace_message(candidate.index, _shrink(
+                draft.message_at(candidate.index), candidate, keep, scores.probabilities,
+                context.run, "below the pruner's keep threshold for the query"))
 
-    @staticmethod
-    def _shrink(draft: Draft, candidate: Candidate, keep: list[bool], score, run) -> None:
-        text = candidate.text
-        kept = [text[a:b] for (a, b), k in zip(candidate.spans, keep) if k]
-        for position, ((a, b), k) in enumerate(zip(candidate.spans, keep)):
-            if not k:
-                run.decisions.append(Decision(
-                    action="prune_span", message_index=candidate.index, position=candidate.index,
-                    span=(a, b), reason="below the keep threshold for the query",
-                    score=score.probabilities[position] if score is not None else None))
-        original = next(m.message for m in draft.messages if m.index == candidate.index)
-        draft.replace_message(candidate.index, {**original, "content": " ".join(kept)})
 
-    async def _recall(self, candidates: list[Candidate], query: str, context: StageContext,
-                      settings) -> set[int]:
-        """Indices the pruner will score: all of them, or the embedding top-N of long sessions."""
-        everything = {c.index for c in candidates}
-        if len(candidates) <= settings.candidates or context.store is None:
-            return everything
-        from agentmem.models.embedder import default_embedder
+def _add_turn_context(older: list[Candidate], score: np.ndarray, weight: float) -> None:
+    """A reply like "Wow, me too!" is only relevant through the turn before it: each sentence
+    gains ``weight`` times the best score of the adjacent older turns."""
+    lengths = np.asarray([len(c.rows) for c in older])
+    rows = np.concatenate([c.rows for c in older])
+    best = np.maximum.reduceat(score[rows], np.concatenate([[0], np.cumsum(lengths)[:-1]]))
+    around = np.maximum(np.concatenate([[0.0], best[:-1]]), np.concatenate([best[1:], [0.0]]))
+    score[rows] += weight * np.repeat(around, lengths).astype(np.float32)
 
-        store = context.store
-        ids = await store.active_ids(context.session)
-        turn_ids = {c.index: ids[c.index] for c in candidates if c.index < len(ids)}
-        raw = await store.embeddings(context.session, list(turn_ids.values()))
-        query_vector = (await run_inference(default_embedder().encode, [query]))[0]
-        similarity = {}
-        for candidate in candidates:
-            vectors = raw.get(turn_ids.get(candidate.index, -1))
-            if vectors is None:
-                similarity[candidate.index] = 1.0  # no embedding yet: let the pruner decide
-                continue
-            similarity[candidate.index] = float((from_bytes(vectors) @ query_vector).max())
-        ranked = sorted(similarity, key=similarity.get, reverse=True)
-        return set(ranked[: settings.candidates])
+
+def _fill(rows: np.ndarray, score: np.ndarray, corpus, budget: int, neighbours: int,
+          spread: float) -> np.ndarray:
+    """Greedy by score until the budget is full. A turn's first kept sentence pays the message
+    overhead, and its other sentences rank ``spread`` lower, so the budget covers more turns
+    before it deepens one. Each kept sentence brings ``neighbours`` on each side (same turn)."""
+    if neighbours:
+        return _fill_with_neighbours(rows, score, corpus, budget, neighbours, spread)
+    positions = corpus.position[rows]
+    adjusted = score[rows].copy()
+    order = np.lexsort((-adjusted, positions))  # by turn, best sentence first
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = positions[order][1:] != positions[order][:-1]
+    later_in_turn = np.ones(len(rows), dtype=bool)
+    later_in_turn[order[first]] = False
+    adjusted[later_in_turn] -= spread
+    ranked = np.argsort(-adjusted, kind="stable")
+    opens = np.zeros(len(rows), dtype=bool)  # the first ranked sentence of each turn pays overhead
+    opens[np.unique(positions[ranked], return_index=True)[1]] = True
+    cost = corpus.tokens[rows][ranked] + np.where(opens, MESSAGE_OVERHEAD_TOKENS, 0)
+    fits = np.cumsum(cost) <= budget
+    cut = int(fits.argmin()) if not fits.all() else len(ranked)
+    chosen = list(ranked[:cut])
+    used = int(cost[:cut].sum())
+    opened = set(positions[ranked[:cut]].tolist())
+    for item in ranked[cut:]:  # the tail: smaller sentences that still fit
+        if budget - used < MESSAGE_OVERHEAD_TOKENS + 1:
+            break
+        extra = corpus.tokens[rows[item]] + (0 if positions[item] in opened else MESSAGE_OVERHEAD_TOKENS)
+        if used + extra <= budget:
+            chosen.append(item)
+            used += int(extra)
+            opened.add(positions[item])
+    kept = np.zeros(len(corpus.spans), dtype=bool)
+    kept[rows[chosen]] = True
+    return kept
+
+
+def _fill_with_neighbours(rows: np.ndarray, score: np.ndarray, corpus, budget: int,
+                          neighbours: int, spread: float) -> np.ndarray:
+    kept = np.zeros(len(corpus.spans), dtype=bool)
+    opened: set[int] = set()
+    used = 0
+    tokens, positions = corpus.tokens, corpus.position
+    heap = [(-float(score[row]), False, int(row)) for row in rows]
+    heapq.heapify(heap)
+    while heap and budget - used > MESSAGE_OVERHEAD_TOKENS:
+        negative, demoted, row = heapq.heappop(heap)
+        if kept[row]:
+            continue
+        turn_position = int(positions[row])
+        if turn_position in opened and not demoted and spread:
+            heapq.heappush(heap, (negative + spread, True, row))
+            continue
+        turn = corpus.rows_of[turn_position]
+        group = [r for r in range(max(turn.start, row - neighbours), min(turn.stop, row + neighbours + 1))
+                 if not kept[r]]
+        cost = int(tokens[group].sum()) + (MESSAGE_OVERHEAD_TOKENS if turn_position not in opened else 0)
+        if used + cost > budget:
+            continue
+        kept[group] = True
+        opened.add(turn_position)
+        used += cost
+    return kept
+
+
+def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], scores: list[float],
+            run, reason: str) -> dict[str, Any]:
+    """The message with only its kept sentences; one decision lists every removed span."""
+    text = candidate.text
+    kept = [text[a:b] for (a, b), k in zip(candidate.spans, keep) if k]
+    removed = [(span, score) for span, k, score in zip(candidate.spans, keep, scores) if not k]
+    if removed:
+        run.decisions.append(Decision.model_construct(  # trusted fields, built in bulk
+            action="prune_spans", message_index=candidate.index, position=candidate.index,
+            span=None, tool=None, detail={}, reason=reason, score=max(s for _, s in removed),
+            spans=[span for span, _ in removed], span_scores=[float(s) for _, s in removed]))
+    return {**original, "content": " ".join(kept)}
 
 
 def _score_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[int, Any]:

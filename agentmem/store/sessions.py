@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -143,6 +144,7 @@ class SessionStore:
     def __init__(self, redis):
         self.redis = redis
         self._commit_script = redis.register_script(_COMMIT)
+        self._chain_memo: OrderedDict[str, list[str]] = OrderedDict()  # see turn_tokens
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -206,15 +208,25 @@ class SessionStore:
             entry = raw.decode() if raw else ""
         if probe_at >= 0 and entry.split(":")[0] == chains[probe_at]:
             return StoredPrefix(probe_at + 1, stored, next_id, int(entry.split(":")[1]), True)
-        # Slow path: the histories differ somewhere before; find the longest common prefix.
-        entries = [e.decode() for e in await self.redis.lrange(keys.chain, 0, probe_at)]
-        matched, tokens = 0, 0
-        for position, entry in enumerate(entries):
-            chain, cumulative = entry.split(":")
-            if chain != chains[position]:
-                break
-            matched, tokens = position + 1, int(cumulative)
-        return StoredPrefix(matched, stored, next_id, tokens, True)
+        # Slow path: the histories differ before probe_at; find the longest common prefix.
+        low = await self._common_prefix(keys.chain, [f"{c}:" for c in chains], probe_at)
+        raw = await self.redis.lindex(keys.chain, low - 1) if low else None
+        tokens = int(raw.decode().split(":")[1]) if raw else 0
+        return StoredPrefix(low, stored, next_id, tokens, True)
+
+    async def _common_prefix(self, key: str, expected: list[str], upto: int) -> int:
+        """How many leading chain entries start with ``expected[i]``, given that entry ``upto``
+        does not. Chain entries hash whole prefixes, so a match at p implies matches before p:
+        a binary search of LINDEX round trips instead of reading the whole list."""
+        low, high = 0, upto
+        while low < high:
+            middle = (low + high) // 2
+            raw = await self.redis.lindex(key, middle)
+            if raw is not None and raw.decode().startswith(expected[middle]):
+                low = middle + 1
+            else:
+                high = middle
+        return low
 
     @_wrap_errors
     async def active_messages(self, handle: SessionHandle) -> list[dict[str, Any]]:
@@ -228,9 +240,28 @@ class SessionStore:
 
     @_wrap_errors
     async def turn_tokens(self, handle: SessionHandle) -> list[int]:
-        """Token count per stored position, from the cumulative counts kept at ingest."""
-        entries = await self.redis.lrange(handle.keys.chain, 0, -1)
-        cumulative = [int(e.decode().rsplit(":", 1)[1]) for e in entries]
+        """Token count per stored position, from the cumulative counts kept at ingest.
+
+        Chain entries hash the whole prefix, so if the entry at the end of what this process
+        read last time is unchanged, everything before it is too: only the tail is fetched.
+        """
+        key = handle.keys.chain
+        known = self._chain_memo.get(key) or []
+        start = 0
+        if known:
+            entry = await self.redis.lindex(key, len(known) - 1)
+            if entry is not None and entry.decode() == known[-1]:
+                start = len(known)
+            else:  # a superseded tail (an edited or regenerated turn): keep what still matches
+                start = await self._common_prefix(key, known, len(known) - 1)
+        tail = [e.decode() for e in await self.redis.lrange(key, start, -1)]
+        entries = known[:start] + tail
+        if entries:
+            self._chain_memo[key] = entries
+            self._chain_memo.move_to_end(key)
+            while len(self._chain_memo) > 256:
+                self._chain_memo.popitem(last=False)
+        cumulative = [int(e.rsplit(":", 1)[1]) for e in entries]
         return [b - a for a, b in zip([0, *cumulative], cumulative)]
 
     @_wrap_errors

@@ -1,0 +1,158 @@
+"""A session's sentences, ready for query-time scoring, kept in process between calls.
+
+Everything here is query-independent: sentence spans, token counts, MiniLM vectors (read
+from the ones stored at ingest) and BM25 postings. A call only extends the corpus with the
+turns that are new since the last call, so the call path pays for new turns once and then
+does query-dependent work only (one query embedding, a matrix-vector product, a few BM25
+postings). Entries are validated by chain hash: a corpus is reused only when the client's
+history still starts with exactly the turns it covers, so a cache hit can never be stale.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agentmem.lexical import BM25Index, terms
+from agentmem.messages import text_of
+from agentmem.models.embedder import DIMENSION, from_bytes
+from agentmem.models.runtime import run_inference
+from agentmem.text import count_tokens, split_sentences
+
+MAX_CACHED_BYTES = 512 * 1024 * 1024
+
+
+@dataclass
+class Corpus:
+    """Sentence rows of history[:covered]; ``rows_of[p]`` is the row range of position p.
+
+    Append-only: a call computes the new rows first (awaiting Redis and the embedder) and
+    appends them in one synchronous step, so concurrent calls never see half an extension.
+    """
+
+    chains: list[str] = field(default_factory=list)
+    rows_of: list[range] = field(default_factory=list)
+    position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, DIMENSION), np.float32))
+    lexical: BM25Index = field(default_factory=BM25Index)
+
+    @property
+    def covered(self) -> int:
+        return len(self.chains)
+
+    @property
+    def nbytes(self) -> int:
+        return self.vectors.nbytes + 64 * len(self.spans)
+
+
+_cache: OrderedDict[str, Corpus] = OrderedDict()
+
+
+def _cache_key(context) -> str:
+    if context.session is not None:
+        return f"{context.session.tenant}\x00{context.session.session_id}"
+    return f"\x00{context.chains[0] if context.chains else ''}"
+
+
+async def corpus_for(context, upto: int) -> Corpus:
+    """The corpus of history[:upto], extended (or rebuilt on divergence) as needed."""
+    if not context.chains:  # the store is off: hash here (the store path hashed at ingest)
+        from agentmem.ingest import chain_hashes
+
+        context.chains = chain_hashes(context.history)
+    key = _cache_key(context)
+    corpus = _cache.get(key)
+    if corpus is None or not _still_valid(corpus, context.chains):
+        corpus = Corpus()
+        _cache[key] = corpus
+    _cache.move_to_end(key)
+    while corpus.covered < upto:
+        start = corpus.covered
+        rows = await _new_rows(context, start, upto)
+        if corpus.covered == start:  # nobody extended it while we awaited
+            _append(corpus, rows, context.chains[start:upto])
+    _evict()
+    return corpus
+
+
+def _still_valid(corpus: Corpus, chains: list[str]) -> bool:
+    covered = corpus.covered
+    return covered == 0 or (len(chains) >= covered and chains[covered - 1] == corpus.chains[-1])
+
+
+@dataclass
+class _Rows:
+    sentences_per_position: list[int]
+    position: list[int]
+    spans: list[tuple[int, int]]
+    texts: list[str]
+    vectors: np.ndarray
+
+
+async def _new_rows(context, start: int, upto: int) -> _Rows:
+    history = context.history
+    stored = await _stored_vectors(context, start, upto)
+    counts, positions, spans, texts = [], [], [], []
+    vectors: list[np.ndarray | None] = []
+    for position in range(start, upto):
+        text = text_of(history[position])
+        found = [(s.start, s.end) for s in split_sentences(text)]
+        cached = stored.get(position)
+        usable = cached is not None and cached.shape[0] == len(found)
+        counts.append(len(found))
+        for number, (a, b) in enumerate(found):
+            positions.append(position)
+            spans.append((a, b))
+            texts.append(text[a:b])
+            vectors.append(cached[number] if usable else None)
+    missing = [i for i, v in enumerate(vectors) if v is None]
+    if missing:
+        from agentmem.models.embedder import default_embedder
+
+        fresh = await run_inference(default_embedder().encode, [texts[i] for i in missing])
+        for i, row in zip(missing, fresh):
+            vectors[i] = row
+    matrix = np.vstack(vectors).astype(np.float32) if vectors else np.zeros((0, DIMENSION), np.float32)
+    return _Rows(counts, positions, spans, texts, matrix)
+
+
+def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
+    first = len(corpus.spans)
+    for count in rows.sentences_per_position:
+        corpus.rows_of.append(range(first, first + count))
+        first += count
+    for text in rows.texts:
+        corpus.lexical.add(terms(text))
+    corpus.spans.extend(rows.spans)
+    corpus.position = np.concatenate([corpus.position, np.asarray(rows.position, np.int64)])
+    tokens = np.asarray([count_tokens(t) for t in rows.texts], np.int64)
+    corpus.tokens = np.concatenate([corpus.tokens, tokens])
+    corpus.vectors = np.vstack([corpus.vectors, rows.vectors])
+    corpus.chains.extend(chains)
+
+
+async def _stored_vectors(context, start: int, upto: int) -> dict[int, np.ndarray]:
+    """Ingest-time vectors of the stored positions in [start, upto), by position."""
+    store, session = context.store, context.session
+    end = min(upto, context.stored_positions)
+    if store is None or session is None or end <= start:
+        return {}
+    ids = (await store.active_ids(session))[start:end]
+    raw = await store.embeddings(session, ids)
+    return {start + offset: from_bytes(raw[turn]) for offset, turn in enumerate(ids) if turn in raw}
+
+
+def _evict() -> None:
+    total = sum(c.nbytes for c in _cache.values())
+    while total > MAX_CACHED_BYTES and len(_cache) > 1:
+        _, oldest = _cache.popitem(last=False)
+        total -= oldest.nbytes
+
+
+def forget(tenant: str, session_id: str) -> None:
+    """Drop a session's corpus (after the session is deleted)."""
+    _cache.pop(f"{tenant}\x00{session_id}", None)

@@ -1,0 +1,48 @@
+"""Query-time recall over a session's sentences: BM25, the per-session corpus cache."""
+
+import uuid
+
+import numpy as np
+
+from agentmem.ingest import chain_hashes
+from agentmem.lexical import BM25Index, terms
+from agentmem.policy import policy_from_dict
+from agentmem.report import Report, StageRun
+from agentmem.stages.base import StageContext
+from agentmem.stages.corpus import corpus_for
+
+
+def test_bm25_ranks_the_rare_exact_term_first():
+    index = BM25Index()
+    docs = ["We talked about the weather today.", "The weather was nice and the weather was warm.",
+            "My LGBTQ support group meets on Tuesdays.", "Nothing in common here."]
+    for doc in docs:
+        index.add(terms(doc))
+    scores = index.scores(terms("When does the LGBTQ support group meet?"))
+    assert int(np.argmax(scores)) == 2 and scores[3] == 0.0
+    assert terms("Groups meeting") == ["group", "meet"]  # plural and -ing folded, like the query
+    assert index.scores([]).tolist() == [0.0] * 4
+
+
+def _context(history, session=None):
+    policy = policy_from_dict({"name": "t", "stages": ["prune"]})
+    report = Report(tenant="t", session_id="s", policy="t")
+    return StageContext(policy, "gpt-4o", history, session, report, StageRun(stage="prune"),
+                        chains=chain_hashes(history))
+
+
+async def test_corpus_extends_and_never_serves_a_stale_prefix():
+    marker = uuid.uuid4().hex  # a first message no other test shares: its own cache entry
+    history = [{"role": "user", "content": f"{marker}. The kettle is blue. It ships to Lyon."},
+               {"role": "assistant", "content": "Noted. Anything else?"}]
+    corpus = await corpus_for(_context(history), 2)
+    assert corpus.covered == 2 and len(corpus.spans) == 5 and corpus.vectors.shape == (5, 384)
+    longer = history + [{"role": "user", "content": "Yes. Also a red mug."}]
+    again = await corpus_for(_context(longer), 3)
+    assert again is corpus and corpus.covered == 3 and len(corpus.spans) == 7  # extended in place
+    edited = [{"role": "user", "content": f"{marker}. The kettle is green."}, *history[1:]]
+    rebuilt = await corpus_for(_context(edited), 2)
+    text = edited[0]["content"]
+    assert rebuilt is not corpus and [text[a:b] for a, b in rebuilt.spans[:2]] == [
+        f"{marker}.", "The kettle is green."]
+    assert float(rebuilt.vectors[1] @ corpus.vectors[1]) < 0.999  # re-embedded, not reused
