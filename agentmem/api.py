@@ -193,12 +193,15 @@ class Hygiene:
         """Run the stages on a draft; keep the client's request if anything goes wrong."""
         history, body, report = call.history, call.body, call.report
         draft = Draft.of(history, body.get("tools"), body.get("functions"))
+        shared: dict[str, Any] = {}  # what a stage leaves for later ones (quarantined spans)
+        shared.update(tool_choice=body.get("tool_choice"), function_call=body.get("function_call"))
         for stage in build_stages(call.policy.stages):
             run = report.stage(stage.name)
             started = time.perf_counter()
             context = StageContext(call.policy, body["model"], history,
                                    call.handle if call.store else None, report, run, call.store,
-                                   call.prefix.matched if call.prefix else 0, call.chains)
+                                   call.prefix.matched if call.prefix else 0, call.chains,
+                                   call.prefix.next_turn_id if call.prefix else 0, shared)
             try:
                 await stage.apply(draft, context)
             except Exception as error:  # noqa: BLE001 - a stage bug must not break the call
@@ -327,8 +330,9 @@ class PreparedCall:
         report = self.report
         report.tokens_before, report.tokens_after = self.tokens_before, tokens_after
         report.messages_before, report.messages_after = len(history), len(self.outgoing["messages"])
-        report.tools_before = len(body.get("tools") or ())
-        report.tools_after = len(self.outgoing.get("tools") or ())
+        report.tools_before = len(body.get("tools") or ()) + len(body.get("functions") or ())
+        report.tools_after = (len(self.outgoing.get("tools") or ())
+                              + len(self.outgoing.get("functions") or ()))
 
     def headers(self) -> dict[str, str]:
         report = self.report
@@ -434,6 +438,14 @@ class PreparedCall:
             await self.store.add_embeddings(self.handle, embeddings, ttl=self.policy.ttl_seconds)
         except Exception as error:  # noqa: BLE001 - a model fault never fails a call
             log.warning("session %s: embeddings failed: %s", self.handle.session_id, error)
+            return
+        if "quarantine" in self.policy.stages and self.policy.quarantine.clash:
+            from agentmem.quarantine.background import detect_clashes_after
+
+            try:
+                await detect_clashes_after(self, turns)
+            except Exception as error:  # noqa: BLE001 - detection never fails a call
+                log.warning("session %s: clash detection failed: %s", self.handle.session_id, error)
 
 
 def reply_message(message: Any) -> dict[str, Any]:

@@ -107,6 +107,34 @@ def sessions_delete(session_id: str, tenant: str = typer.Option("default")):
     raise typer.Exit(0 if removed else 1)
 
 
+@sessions_app.command("quarantine")
+def sessions_quarantine(session_id: str, tenant: str = typer.Option("default"),
+                        release: Optional[str] = typer.Option(None, help="Release this record id."),
+                        confirm: Optional[str] = typer.Option(None, help="Confirm this record id.")):
+    """List a session's quarantine records, or release / confirm one."""
+    from rich.table import Table
+
+    from agentmem.quarantine import QuarantineStore
+    from agentmem.store import SessionHandle
+
+    handle = SessionHandle(tenant, session_id)
+    if release or confirm:
+        record_id, status = (release, "released") if release else (confirm, "confirmed")
+        record = _run(_with_store(lambda store: QuarantineStore(store).set_status(
+            handle, record_id, status, by="cli")))
+        if record is None:
+            console.print(f"no quarantine record {record_id!r} in session {session_id!r}")
+            raise typer.Exit(1)
+        console.print(f"{record.id}: {record.status}")
+        return
+    records = _run(_with_store(lambda store: QuarantineStore(store).all(handle)))
+    table = Table("id", "kind", "status", "score", "source", "text", "reason")
+    for r in records:
+        table.add_row(r.id, r.kind, r.status, f"{r.score:.2f}" if r.score is not None else "",
+                      r.source, r.text[:80], r.reason[:80])
+    console.print(table)
+
+
 @policy_app.command("list")
 def policy_list():
     """The shipped presets."""

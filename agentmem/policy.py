@@ -60,6 +60,76 @@ class BudgetSettings(BaseModel):
     mmr_lambda: float = Field(0.3, ge=0, le=1, description="Weight of the redundancy penalty.")
 
 
+class ToolSettings(BaseModel):
+    """The tools stage (see agentmem/stages/tools.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_tools: int = Field(
+        10, ge=1, description="Most tools kept; pinned tools are kept even beyond it.")
+    min_tools: int = Field(3, ge=1, description="The best-scored tools always kept (never zero).")
+    min_offered: int = Field(6, ge=1, description="Requests offering fewer tools are left alone.")
+    threshold: float | None = Field(
+        None, description="Beyond min_tools, drop tools scoring below this (null: no floor).")
+    margin: float | None = Field(
+        None, ge=0, description="Beyond min_tools, drop tools scoring more than this below the "
+        "best tool (null: no margin).")
+    name_weight: float = Field(
+        0.5, ge=0, description="Weight of the cosine to the tool's name alone, next to the "
+        "cosine to its name, description and parameter names.")
+    lexical_weight: float = Field(
+        0.3, ge=0, description="Weight of BM25 (scaled to [0, 1]) next to the embedding cosine.")
+    context_weight: float = Field(
+        0.3, ge=0, description="Weight of the previous exchange's words in BM25, relative to "
+        "the current turn's.")
+    sentence_match: float | None = Field(
+        3.0, ge=0, description="In a request of several sentences, a sentence's best BM25 match "
+        "scoring at least this ranks with the best tool, so each part of a multi-part request "
+        "keeps its tool (null: off).")
+    always_include: list[str] = Field(
+        default_factory=list, description="Tool names never dropped.")
+    recent_calls_window: int = Field(
+        2, ge=0, description="Tools called within this many last user turns are kept (the "
+        "current agent step always counts).")
+
+
+class QuarantineSettings(BaseModel):
+    """The quarantine stage: context clash and context poisoning (see agentmem/quarantine/)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clash: bool = Field(True, description="Detect statements that contradict earlier ones.")
+    poison: bool = Field(True, description="Detect recurring unsupported claims.")
+    resolution: Literal["newer_wins", "trust_wins", "keep_both"] = Field(
+        "newer_wins", description="Who loses a clash: the older statement, the less trusted "
+        "source (ties: the older), or nobody (a short note states both).")
+    nli_model: str | None = Field(
+        None, description="NLI checkpoint folder, or a Hugging Face cross-encoder name "
+        "(needs allow_hub); null: the shipped one.")
+    allow_hub: bool = Field(False, description="Allow nli_model to name a hub model.")
+    contradiction_threshold: float = Field(
+        0.75, ge=0, le=1, description="NLI contradiction probability that makes a clash.")
+    clash_similarity: float = Field(
+        0.45, ge=-1, le=1, description="Cosine above which two statements are about the same "
+        "subject and worth an NLI check.")
+    clash_candidates: int = Field(3, ge=1, description="Earlier statements checked per statement.")
+    judge_model: str | None = Field(
+        None, description="A litellm model that double-checks NLI clashes in the background.")
+    untrusted_tools: list[str] = Field(
+        default_factory=lambda: ["web_*", "untrusted_*", "*search*", "*scrape*", "*browse*",
+                                 "*fetch_url*"],
+        description="Glob patterns of tool names whose results are untrusted.")
+    min_occurrences: int = Field(
+        2, ge=2, description="Occurrences of an unsupported claim that make it poison.")
+    recurrence_similarity: float = Field(
+        0.5, ge=-1, le=1, description="Cosine above which two claims are the same claim.")
+    poison_window_turns: int = Field(
+        200, ge=2, description="Recent turns the call path searches for new poison (records "
+        "found earlier keep applying).")
+    support_similarity: float = Field(
+        0.7, ge=-1, le=1, description="Cosine above which a trusted statement supports a claim.")
+
+
 class Policy(BaseModel):
     """Everything a hygiene call needs to decide; presets are ``off`` and ``default``."""
 
@@ -89,6 +159,8 @@ class Policy(BaseModel):
     )
     prune: PruneSettings = Field(default_factory=PruneSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
+    quarantine: QuarantineSettings = Field(default_factory=QuarantineSettings)
 
     @field_validator("stages")
     @classmethod

@@ -56,6 +56,18 @@ def _runner(kind: str, **options):
         from agentmem.bench.history import run_history
 
         return lambda samples, policy: run_history(samples, policy=policy, limit=options.get("limit"))
+    if kind == "tools":
+        from agentmem.bench.tools import run_tools
+
+        return lambda records, policy: run_tools(records, policy=policy)
+    if kind == "clash":
+        from agentmem.bench.clash import run_clash
+
+        return lambda records, policy: run_clash(records, policy=policy)
+    if kind == "poison":
+        from agentmem.bench.poison import run_poison
+
+        return lambda records, policy: run_poison(records, policy=policy)
     return None
 
 

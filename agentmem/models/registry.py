@@ -9,3 +9,7 @@ CHECKPOINTS = Path(__file__).parent / "checkpoints"
 
 def default_pruner_path() -> str:
     return str(CHECKPOINTS / "pruner-minilm")
+
+
+def default_nli_path() -> str:
+    return str(CHECKPOINTS / "nli-minilm")

@@ -82,3 +82,40 @@ async def delete_session(request: Request, session_id: str, tenant: str = Depend
     store, handle, _ = await _existing(request, tenant, session_id)
     await store.delete(handle)
     return {"object": "session.deleted", "id": session_id, "deleted": True}
+
+
+@router.get("/{session_id}/quarantine")
+async def list_quarantine(request: Request, session_id: str, tenant: str = Depends(tenant_of),
+                          status: str | None = Query(None, pattern="^(active|released|confirmed)$")):
+    from agentmem.quarantine import QuarantineStore
+
+    store, handle, _ = await _existing(request, tenant, session_id)
+    records = await QuarantineStore(store).all(handle)
+    return {"object": "list", "data": [{"object": "quarantine.record", **r.model_dump()}
+                                       for r in records if status is None or r.status == status]}
+
+
+async def _set_status(request: Request, tenant: str, session_id: str, record_id: str, status: str):
+    from agentmem.quarantine import QuarantineStore
+
+    store, handle, _ = await _existing(request, tenant, session_id)
+    record = await QuarantineStore(store).set_status(
+        handle, checked_id(record_id, "record_id"), status, by=f"api:{tenant}")
+    if record is None:
+        raise NotFound(f"No quarantine record {record_id!r} in session {session_id!r}.",
+                       param="record_id")
+    return {"object": "quarantine.record", **record.model_dump()}
+
+
+@router.post("/{session_id}/quarantine/{record_id}/release")
+async def release_quarantine(request: Request, session_id: str, record_id: str,
+                             tenant: str = Depends(tenant_of)):
+    """The sentence returns to the context on the next call; the record stays, marked."""
+    return await _set_status(request, tenant, session_id, record_id, "released")
+
+
+@router.post("/{session_id}/quarantine/{record_id}/confirm")
+async def confirm_quarantine(request: Request, session_id: str, record_id: str,
+                             tenant: str = Depends(tenant_of)):
+    """Like release, and the claim counts as confirmed: it is never quarantined again."""
+    return await _set_status(request, tenant, session_id, record_id, "confirmed")

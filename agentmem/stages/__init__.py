@@ -35,7 +35,8 @@ def needs_query_vector(policy, messages: list[dict]) -> bool:
                for name in policy.stages)
 
 
-from agentmem.stages import budget, prune  # noqa: E402,F401  (registers the stages)
+from agentmem.stages import budget, prune, tools  # noqa: E402,F401  (registers the stages)
+from agentmem.stages import quarantine  # noqa: E402,F401
 
 __all__ = ["Draft", "OutgoingMessage", "Stage", "StageContext", "available_stages",
            "build_stages", "needs_query_vector", "register_stage"]

@@ -90,7 +90,15 @@ class StageContext:
     store: "SessionStore | None" = None
     stored_positions: int = 0  # history[:stored_positions] is already stored, identical
     chains: list[str] = field(default_factory=list)  # chain hash per position (ingest.chain_hashes)
-    extra: dict[str, Any] = field(default_factory=dict)
+    next_turn_id: int = 0  # history[stored_positions + k] will be stored as turn next_turn_id + k
+    extra: dict[str, Any] = field(default_factory=dict)  # shared by the stages of one call
+
+    async def turn_ids(self, upto: int) -> list[int]:
+        """The turn id of each position < upto (stored ones from Redis, new ones as they will be)."""
+        stored = []
+        if self.store is not None and self.session is not None and self.stored_positions:
+            stored = (await self.store.active_ids(self.session))[: self.stored_positions]
+        return (stored + [self.next_turn_id + k for k in range(max(0, upto - len(stored)))])[:upto]
 
 
 class Stage(Protocol):

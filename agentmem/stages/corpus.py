@@ -64,24 +64,31 @@ async def corpus_for(context, upto: int) -> Corpus:
         from agentmem.ingest import chain_hashes
 
         context.chains = chain_hashes(context.history)
-    key = _cache_key(context)
-    corpus = _cache.get(key)
-    if corpus is None or not _still_valid(corpus, context.chains):
-        corpus = Corpus()
-        _cache[key] = corpus
-    _cache.move_to_end(key)
-    while corpus.covered < upto:
+    key, chains = _cache_key(context), context.chains
+    for _ in range(3):  # another call (or a background task) may extend it while we await
+        corpus = _cache.get(key)
+        if corpus is None or not _consistent(corpus, chains):
+            corpus = Corpus()
+            _cache[key] = corpus
+        _cache.move_to_end(key)
+        if corpus.covered >= upto:
+            return corpus
         start = corpus.covered
         rows = await _new_rows(context, start, upto)
-        if corpus.covered == start:  # nobody extended it while we awaited
-            _append(corpus, rows, context.chains[start:upto])
-    _evict()
+        if corpus.covered == start and _cache.get(key) is corpus:
+            _append(corpus, rows, chains[start:upto])
+            _evict()
+            return corpus
+    corpus = Corpus()  # persistent contention: a private corpus, correct if not cached
+    _append(corpus, await _new_rows(context, 0, upto), chains[:upto])
     return corpus
 
 
-def _still_valid(corpus: Corpus, chains: list[str]) -> bool:
-    covered = corpus.covered
-    return covered == 0 or (len(chains) >= covered and chains[covered - 1] == corpus.chains[-1])
+def _consistent(corpus: Corpus, chains: list[str]) -> bool:
+    """Whether the corpus describes this history as far as both go (chain hashes cover whole
+    prefixes, so comparing the last shared position is enough)."""
+    shared = min(corpus.covered, len(chains))
+    return shared == 0 or corpus.chains[shared - 1] == chains[shared - 1]
 
 
 @dataclass

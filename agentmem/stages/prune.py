@@ -134,7 +134,10 @@ class PruneStage:
             _add_turn_context(older, score, settings.context_weight)
         if settings.rerank_turns:
             await self._rerank(context, older, score, query)
+        excluded = _excluded_rows(context, corpus)
+        score[excluded] = -np.inf  # quarantined by an earlier stage: never brought back
         kept = _fill(rows, score, corpus, budget, settings.neighbours, settings.turn_spread)
+        kept[excluded] = False
         reason = (f"no sentence of this turn was among the most relevant to the query within "
                   f"the history budget of {budget} tokens")
         self._apply_keep(draft, context, older, kept, score, corpus.tokens, reason)
@@ -215,6 +218,8 @@ class PruneStage:
         for candidate in outputs:
             scores = (await run_inference(_score_transcript, pruner, query, [candidate]))[candidate.index]
             keep = expand(scores.keep(threshold, rule), settings.neighbours)
+            withheld = (context.extra.get("excluded_spans") or {}).get(candidate.index, set())
+            keep = [k and span not in withheld for k, span in zip(keep, candidate.spans)]
             if all(keep):
                 continue
             if not any(keep):
@@ -222,6 +227,14 @@ class PruneStage:
             draft.replace_message(candidate.index, _shrink(
                 draft.message_at(candidate.index), candidate, keep, scores.probabilities,
                 context.run, "below the pruner's keep threshold for the query"))
+
+
+def _excluded_rows(context: StageContext, corpus) -> np.ndarray:
+    """Corpus rows an earlier stage withheld (``excluded_spans``: position -> spans)."""
+    excluded = context.extra.get("excluded_spans") or {}
+    rows = [r for position, spans in excluded.items() if position < len(corpus.rows_of)
+            for r in corpus.rows_of[position] if corpus.spans[r] in spans]
+    return np.asarray(rows, dtype=np.int64)
 
 
 def _add_turn_context(older: list[Candidate], score: np.ndarray, weight: float) -> None:

@@ -51,12 +51,16 @@ class SessionKeys:
         return f"{self._base}:report_ids"
 
     @property
+    def quarantine(self) -> str:  # hash: record id -> QuarantineRecord JSON (never deleted)
+        return f"{self._base}:quarantine"
+
+    @property
     def lock(self) -> str:
         return f"{self._base}:lock"
 
     def data_keys(self) -> list[str]:
         return [self.meta, self.turns, self.active, self.chain, self.embeddings,
-                self.reports, self.report_ids]
+                self.reports, self.report_ids, self.quarantine]
 
 
 def tenant_index(tenant: str) -> str:

@@ -132,7 +132,7 @@ for _ = 1, fields do
   i = i + 2
 end
 local ttl = tonumber(ARGV[3])
-for k = 2, 8 do
+for k = 2, 9 do
   if ttl > 0 then redis.call('EXPIRE', KEYS[k], ttl) else redis.call('PERSIST', KEYS[k]) end
 end
 if ARGV[i] == '1' then redis.call('DEL', KEYS[1]) end
@@ -304,7 +304,8 @@ class SessionStore:
         try:
             await self._commit_script(
                 keys=[keys.lock, keys.meta, keys.turns, keys.active, keys.chain, keys.reports,
-                      keys.report_ids, keys.embeddings], args=args, client=self.redis)
+                      keys.report_ids, keys.embeddings, keys.quarantine], args=args,
+                client=self.redis)
         except ResponseError as error:
             if "LOCKLOST" in str(error):
                 raise LockError("the session lock expired before the call could be stored") from None

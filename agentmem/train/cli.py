@@ -37,3 +37,30 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
     write_model_card(out, card, command.strip())
     typer.echo(f"wrote {out} (dev F1 {card['dev']['f1']:.3f} at {card['dev']['rule']} "
                f"T={card['dev']['threshold']})")
+
+
+@train_app.command()
+def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
+                                 help="Checkpoint folder to write."),
+        data: Path = typer.Option(DEFAULT_DATA, exists=True, file_okay=False,
+                                  help="The shared data folder (nli/)."),
+        epochs: int = typer.Option(2), batch_size: int = typer.Option(32),
+        lr: float = typer.Option(5e-5), max_length: int = typer.Option(128),
+        seed: int = typer.Option(13),
+        swap_fraction: float = typer.Option(0.5, help="Share of pairs also trained premise/hypothesis "
+                                            "swapped (contradiction is symmetric)."),
+        dnli_max: Optional[int] = typer.Option(None, help="Cap on DNLI pairs (random sample)."),
+        threads: Optional[int] = typer.Option(None, help="CPU threads (default: 2, or fewer cores)."),
+        limit: Optional[int] = typer.Option(None, help="Use only the first N pairs (smoke runs)."),
+        base: Optional[str] = typer.Option(None, help="Backbone folder (default: MiniLM from PyPI).")):
+    """Train the 3-way NLI cross-encoder on MiniLM (DNLI, ProSeCCo, MultiNLI sample, SNLI dev)."""
+    from agentmem.train.nli import train_nli
+    from agentmem.train.nli_card import write_nli_card
+
+    card = train_nli(out, data_dir=data, base=base, epochs=epochs, batch_size=batch_size, lr=lr,
+                     max_length=max_length, seed=seed, swap_fraction=swap_fraction,
+                     dnli_max=dnli_max, threads=threads, limit=limit)
+    command = "agentmem train nli " + " ".join(shlex.quote(a) for a in sys.argv[3:])
+    write_nli_card(out, card, command.strip())
+    summary = ", ".join(f"{name} acc {m['accuracy']:.3f}" for name, m in card["metrics"].items())
+    typer.echo(f"wrote {out} ({summary})")

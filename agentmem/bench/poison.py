@@ -1,0 +1,89 @@
+"""`agentmem bench poison`: are recurring unsupported claims caught, and supported ones left?
+
+Each record is replayed as a proxied session: one hygiene call at every user turn with the
+messages up to it, background work drained in between (as time passes between real turns).
+On the last call a claim is *caught* when a quarantine record sits on one of its occurrences
+and none of its occurrences reaches the outgoing request. Which sentence of an occurrence
+message is the claim is decided by MiniLM similarity to the claim's text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import uuid
+from typing import Any
+
+from agentmem.messages import text_of
+from agentmem.text import split_sentences
+
+BENCH_POLICY = {"name": "bench-poison", "stages": ["quarantine"],
+                "quarantine": {"untrusted_tools": ["web_*", "untrusted_*"]}}
+
+
+async def _run(records, policy) -> dict[str, Any]:
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+    from agentmem.models.embedder import default_embedder
+    from agentmem.policy import load_policy, policy_from_dict
+    from agentmem.quarantine.records import QuarantineStore
+    from agentmem.store import SessionHandle
+
+    chosen = policy_from_dict(BENCH_POLICY) if policy in (None, "default") else load_policy(policy)
+    hygiene = Hygiene(chosen, settings=Settings(data_dir=tempfile.mkdtemp(prefix="agentmem-poison-")))
+    embedder = default_embedder()
+    caught = {"poisoned": 0, "confirmed": 0}
+    totals = {"poisoned": 0, "confirmed": 0}
+    details = []
+    try:
+        for record in records:
+            session = f"poison-{uuid.uuid4().hex[:12]}"
+            messages = record.messages
+            user_turns = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+            result = None
+            for turn in user_turns:
+                result = await hygiene.apply(messages[: turn + 1], session_id=session)
+                await hygiene.drain()
+            if result is None:
+                continue
+            quarantined = await QuarantineStore(hygiene.store()).all(SessionHandle(hygiene.tenant, session))
+            flagged = {r.position for r in quarantined if r.status == "active"}
+            outgoing = dict(zip(result.kept_indices, result.messages))
+            for claim in record.claims:
+                if claim.status not in totals:
+                    continue
+                totals[claim.status] += 1
+                reached = [o for o in claim.occurrences
+                           if _claim_reaches(claim.text, messages[o], outgoing.get(o), embedder)]
+                hit = bool(flagged & set(claim.occurrences)) and not reached
+                caught[claim.status] += hit
+                details.append({"record": record.id, "status": claim.status, "caught": hit,
+                                "flagged": sorted(flagged & set(claim.occurrences)),
+                                "reached": reached, "claim": claim.text})
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+    return {
+        "n": len(records),
+        "poisoned_recall": caught["poisoned"] / totals["poisoned"] if totals["poisoned"] else 0.0,
+        "confirmed_false_rate": caught["confirmed"] / totals["confirmed"] if totals["confirmed"] else 0.0,
+        "poisoned_claims": totals["poisoned"], "confirmed_claims": totals["confirmed"],
+        "misses": [d for d in details if (d["status"] == "poisoned") != d["caught"]],
+    }
+
+
+def _claim_reaches(claim: str, original: dict, sent: dict | None, embedder) -> bool:
+    """Whether the occurrence's claim sentence is still in the outgoing message."""
+    if sent is None:
+        return False
+    text = text_of(original)
+    sentences = [text[s.start:s.end] for s in split_sentences(text)]
+    if not sentences:
+        return False
+    vectors = embedder.encode([claim, *sentences])
+    best = sentences[int((vectors[1:] @ vectors[0]).argmax())]
+    return best in text_of(sent)
+
+
+def run_poison(records, *, policy: str | None = None) -> dict[str, Any]:
+    return asyncio.run(_run(records, policy))

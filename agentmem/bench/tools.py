@@ -1,0 +1,179 @@
+"""`agentmem bench tools`: does the tool a call needs survive the tool loadout, and at what cost?
+
+Every record runs through the same pipeline the proxy uses (``Hygiene.apply``, Redis, the
+policy's stages, with the tools stage added when the policy lacks it). Baselines keep the
+same number of tools per record as the stage did, ranked by MiniLM cosine alone or BM25
+alone, so the hybrid's gain is measured at equal size. Latency is the tools stage's own
+(``report.stages[...].latency_ms``) over the records whose tools it ranks (offered at least
+``min_offered``): the cold pass includes embedding tool lists seen for the first time and
+waiting for the query embedding the call prefetched; the warm pass repeats such records with
+their query vector memoised, which is the stage's selection cost with embeddings cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from agentmem.bench.results import percentile
+from agentmem.errors import InvalidRequest
+from agentmem.ingest import tools_tokens
+from agentmem.lexical import terms
+from agentmem.policy import Policy, load_policy
+
+WARM_RECORDS = 200
+
+
+def bench_policy(policy: Policy) -> Policy:
+    """The policy with the tools stage (alone, if it had none) and no ingest embeddings, which
+    nothing here reads and which would compete with the measured calls for the CPU."""
+    stages = policy.stages if "tools" in policy.stages else ["tools"]
+    return policy.model_copy(update={"stages": stages, "embed": False})
+
+
+class _Tally:
+    """Per-record recall and size, for the stage and for each baseline."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, bool, int, int, float, float]] = []  # offered, has gold, hits,
+        # gold count, tool fraction, token fraction
+
+    def add(self, offered: list[dict[str, Any]], kept: list[dict[str, Any]], gold: list[str]) -> None:
+        names = {_name(t) for t in kept}
+        hits = sum(g in names for g in gold)
+        self.rows.append((len(offered), bool(gold), hits, len(gold),
+                          len(kept) / max(1, len(offered)), tools_tokens(kept) / max(1, tools_tokens(offered))))
+
+    def summary(self, min_offered: int = 0) -> dict[str, Any]:
+        rows = [r for r in self.rows if r[0] >= min_offered]
+        golden = [r for r in rows if r[1]]
+        return {
+            "n": len(rows),
+            "gold_recall": float(np.mean([r[2] == r[3] for r in golden])) if golden else 0.0,
+            "tool_recall": sum(r[2] for r in golden) / max(1, sum(r[3] for r in golden)),
+            "tool_fraction": float(np.mean([r[4] for r in rows])) if rows else 0.0,
+            "token_fraction": float(np.mean([r[5] for r in rows])) if rows else 0.0,
+        }
+
+
+def _name(tool: dict[str, Any]) -> str:
+    from agentmem.stages.toolcat import function_of
+
+    return str(function_of(tool).get("name") or "")
+
+
+async def _baselines(record, messages, kept_count: int, tallies: dict[str, _Tally]) -> None:
+    from agentmem.stages.prune import query_of
+    from agentmem.stages.query import query_vector
+    from agentmem.stages.toolcat import catalogue_for, function_of
+
+    tools = record.tools
+    tallies["keep_all"].add(tools, tools, record.gold)
+    query = query_of(messages)
+    catalogue = await catalogue_for([function_of(t) for t in tools])
+    dense = catalogue.vectors @ await query_vector(query)
+    lexical = catalogue.lexical.scores(terms(query))
+    for name, scores in (("embedding_only", dense), ("bm25_only", lexical)):
+        top = np.sort(np.argsort(-scores, kind="stable")[:kept_count])
+        tallies[name].add(tools, [tools[i] for i in top], record.gold)
+
+
+async def _run(records, policy_name: str) -> dict[str, Any]:
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+
+    policy = bench_policy(load_policy(policy_name))
+    hygiene = Hygiene(policy, settings=Settings(data_dir=tempfile.mkdtemp(prefix="agentmem-tools-")))
+    stage = _Tally()
+    tallies = {name: _Tally() for name in ("keep_all", "embedding_only", "bm25_only")}
+    cold, warm, hygiene_ms = [], [], []
+    invalid = 0
+    try:
+        for number, record in enumerate(records):
+            messages = record.messages or [{"role": "user", "content": record.query}]
+            try:
+                result = await hygiene.apply(messages, tools=record.tools, session_id=f"tools-{number}")
+            except InvalidRequest:
+                invalid += 1
+                continue
+            kept = result.tools or []
+            stage.add(record.tools, kept, record.gold)
+            if _scored(record, policy):
+                cold.append(_stage_ms(result.report))
+                hygiene_ms.append(result.report.latency_ms.get("hygiene", 0.0))
+            await _baselines(record, messages, len(kept), tallies)
+        scored = [record for record in records if _scored(record, policy)][:WARM_RECORDS]
+        for number, record in enumerate(scored):  # query vectors now memoised
+            messages = record.messages or [{"role": "user", "content": record.query}]
+            try:
+                result = await hygiene.apply(messages, tools=record.tools, session_id=f"warm-{number}")
+            except InvalidRequest:
+                continue
+            warm.append(_stage_ms(result.report))
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+    offered = [r[0] for r in stage.rows]
+    return {
+        **stage.summary(),
+        "latency_ms_p50": percentile(cold, 0.5), "latency_ms_p95": percentile(cold, 0.95),
+        "warm_latency_ms_p50": percentile(warm, 0.5), "warm_latency_ms_p95": percentile(warm, 0.95),
+        "hygiene_ms_p50": percentile(hygiene_ms, 0.5), "scored_records": len(cold),
+        "offered_mean": float(np.mean(offered)) if offered else 0.0,
+        "kept_mean": float(np.mean([r[4] * r[0] for r in stage.rows])) if stage.rows else 0.0,
+        "offered_ge4": stage.summary(min_offered=4),
+        "irrelevance": _irrelevance(stage),
+        "baselines": {name: {**tally.summary(), "offered_ge4": tally.summary(min_offered=4)}
+                      for name, tally in tallies.items()},
+        "invalid_records": invalid,
+        "policy": policy.name, "stages": policy.stages,
+        "settings": policy.tools.model_dump(),
+    }
+
+
+def _irrelevance(tally: _Tally) -> dict[str, Any]:
+    """Records where no tool fits (empty gold): how much is still offered."""
+    rows = [r for r in tally.rows if not r[1]]
+    return {"n": len(rows), "tool_fraction": float(np.mean([r[4] for r in rows])) if rows else 0.0,
+            "token_fraction": float(np.mean([r[5] for r in rows])) if rows else 0.0}
+
+
+def _scored(record, policy: Policy) -> bool:
+    """Whether the stage ranks this record's tools (latency is reported over those only)."""
+    return len(record.tools) >= max(policy.tools.min_offered, policy.tools.min_tools + 1)
+
+
+def _stage_ms(report) -> float:
+    return next((run.latency_ms for run in report.stages if run.stage == "tools"), 0.0)
+
+
+def run_tools(records, *, policy: str) -> dict[str, Any]:
+    return asyncio.run(_run(records, policy))
+
+
+def write_splits(source: str | Path, out: str | Path) -> dict[str, int]:
+    """Tuning and held-out files from ../shared/data/tools, which are all dev data.
+
+    MetaTool: ``metatool_dev.jsonl`` (300 records) is held out; the other 900 queries of
+    ``metatool_dev_queries.jsonl``, offered the same 199 tools, are for tuning. BFCL: a third
+    of ``bfcl_dev.jsonl`` by SHA-256 of the id is for tuning, the rest held out.
+    """
+    source, out = Path(source), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    catalogue = orjson.loads((source / "metatool_tools.json").read_bytes())
+    tune = [{"id": q["id"], "query": q["query"], "messages": None, "tools": catalogue, "gold": q["gold"]}
+            for q in map(orjson.loads, (source / "metatool_dev_queries.jsonl").read_bytes().splitlines())
+            if not q.get("in_metatool_dev_jsonl")]
+    bfcl = [orjson.loads(line) for line in (source / "bfcl_dev.jsonl").read_bytes().splitlines() if line]
+    tuning = [r for r in bfcl if hashlib.sha256(f"tune:{r['id']}".encode()).digest()[0] < 86]
+    held = [r for r in bfcl if hashlib.sha256(f"tune:{r['id']}".encode()).digest()[0] >= 86]
+    files = {"metatool_tune.jsonl": tune, "bfcl_tune.jsonl": tuning, "bfcl_heldout.jsonl": held}
+    for name, rows in files.items():
+        (out / name).write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    return {name: len(rows) for name, rows in files.items()}

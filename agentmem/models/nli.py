@@ -1,0 +1,111 @@
+"""The NLI cross-encoder behind clash detection.
+
+A clash detector needs one number per (earlier, newer) statement pair: how likely the newer
+statement contradicts the earlier one. A cross-encoder reads both statements together, which
+catches negations and swapped facts that embedding similarity misses. Checkpoints disagree on
+the order of their labels, so columns are mapped by label *name* into one fixed order and
+callers never depend on how a model was exported. Models load from disk by default: the hub
+is reached only when the caller allows it, and no remote code ever runs. Scores are computed
+in fp32 even though the shipped weights are stored in fp16 (half the size on disk).
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+LABELS: tuple[str, str, str] = ("contradiction", "entailment", "neutral")
+CONTRADICTION = 0
+
+# Spellings of the three labels found in public NLI checkpoints.
+_ALIASES = {"contradiction": "contradiction", "contradict": "contradiction",
+            "entailment": "entailment", "entail": "entailment", "entails": "entailment",
+            "neutral": "neutral"}
+
+
+class HubDisabledError(FileNotFoundError):
+    """A model name that is not a local folder, while the Hugging Face hub is off."""
+
+
+def label_order(id2label: dict[Any, str]) -> list[int]:
+    """Model output column for each of LABELS, matched by name (case-insensitive)."""
+    by_name: dict[str, int] = {}
+    for index, name in id2label.items():
+        canonical = _ALIASES.get(str(name).strip().lower())
+        if canonical is not None:
+            by_name[canonical] = int(index)
+    missing = [name for name in LABELS if name not in by_name]
+    if missing or len(id2label) != 3:
+        raise ValueError(f"not a 3-way NLI model: id2label {dict(id2label)} lacks {missing} "
+                         f"(needs exactly {', '.join(LABELS)})")
+    return [by_name[name] for name in LABELS]
+
+
+class NLIModel:
+    """A loaded cross-encoder returning (contradiction, entailment, neutral) probabilities."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, max_length: int = 128):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.order = label_order(model.config.id2label)
+        self._lock = threading.Lock()  # fast tokenizers are not safe to share across threads
+
+    @classmethod
+    def load(cls, path_or_name: str | Path | None = None, *, allow_hub: bool = False,
+             max_length: int = 128) -> "NLIModel":
+        """The shipped checkpoint (None), a local folder, or a hub name when allow_hub is True."""
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        if path_or_name is None:
+            from agentmem.models.registry import default_nli_path
+
+            path_or_name = default_nli_path()
+        folder = Path(path_or_name).expanduser()
+        if folder.is_dir():
+            source, local_only = str(folder), True
+        elif allow_hub:
+            source, local_only = str(path_or_name), False
+        else:
+            raise HubDisabledError(
+                f"{str(path_or_name)!r} is not a local folder and the Hugging Face hub is off; "
+                "pass allow_hub=True to download a hub model by name.")
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            source, local_files_only=local_only, trust_remote_code=False, dtype=torch.float32)
+        return cls(model, tokenizer, max_length=max_length)
+
+    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
+        """Probabilities, shape (n, 3) float32, columns in LABELS order; rows follow ``pairs``."""
+        out = np.zeros((len(pairs), len(LABELS)), dtype=np.float32)
+        if not pairs:
+            return out
+        # Similar lengths in one batch waste less work on padding; results go back in place.
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        columns = torch.tensor(self.order)
+        with self._lock, torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                batch = self.tokenizer([pairs[i][0] for i in rows], [pairs[i][1] for i in rows],
+                                       truncation=True, max_length=self.max_length,
+                                       padding=True, return_tensors="pt")
+                device = next(self.model.parameters()).device
+                logits = self.model(**{k: v.to(device) for k, v in batch.items()}).logits
+                probs = torch.softmax(logits.float(), dim=-1).cpu()[:, columns]
+                out[rows] = probs.numpy()
+        return out
+
+    def contradiction(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
+        """P(contradiction) per pair, shape (n,) float32."""
+        return self.predict(pairs, batch_size=batch_size)[:, CONTRADICTION].copy()
+
+
+@lru_cache(maxsize=4)
+def cached_nli(path: str | None = None) -> NLIModel:
+    """One loaded model per path for the whole process (loading costs about a second)."""
+    return NLIModel.load(path)

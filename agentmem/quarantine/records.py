@@ -1,0 +1,85 @@
+"""Quarantine records: what was withheld from the model, why, and whether it still is.
+
+A record never deletes anything. It names a sentence of a stored turn (turn id + character
+span, plus the text for humans), the detector and score that flagged it, and its status.
+``released`` and ``confirmed`` records stop applying on the next call; ``confirmed`` also
+tells the poison detector the claim is true. Records live in one Redis hash per session and
+share the session's lifetime.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agentmem.store.sessions import SessionHandle, SessionStore, _wrap_errors
+
+Status = Literal["active", "released", "confirmed"]
+
+
+class QuarantineRecord(BaseModel):
+    id: str = Field(default_factory=lambda: f"q_{uuid.uuid4().hex[:16]}")
+    kind: Literal["clash", "poison"]
+    detector: str  # "nli:<model>", "judge:<model>", "recurrence"
+    turn_id: int
+    position: int  # where the turn was in the history when it was flagged
+    span: tuple[int, int]  # characters of the turn's text
+    text: str
+    source: str  # user | system | assistant | tool:NAME
+    score: float | None = None
+    reason: str
+    related: list[dict[str, Any]] = Field(default_factory=list)  # the other side: turn_id, span, text
+    claim: str | None = None  # poison: the canonical claim all its occurrences share
+    note: str | None = None  # keep_both: the clarification added next to the statement
+    status: Status = "active"
+    created_at: float = Field(default_factory=time.time)
+    history: list[dict[str, Any]] = Field(default_factory=list)  # status changes: what, when, who
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.turn_id, *self.span)
+
+
+class QuarantineStore:
+    """Redis I/O for records (one hash per session: record id -> JSON)."""
+
+    def __init__(self, store: SessionStore):
+        self.store = store
+
+    @_wrap_errors
+    async def all(self, handle: SessionHandle) -> list[QuarantineRecord]:
+        raw = await self.store.redis.hvals(handle.keys.quarantine)
+        records = [QuarantineRecord.model_validate_json(value) for value in raw]
+        return sorted(records, key=lambda r: (r.created_at, r.id))
+
+    @_wrap_errors
+    async def get(self, handle: SessionHandle, record_id: str) -> QuarantineRecord | None:
+        raw = await self.store.redis.hget(handle.keys.quarantine, record_id)
+        return QuarantineRecord.model_validate_json(raw) if raw else None
+
+    @_wrap_errors
+    async def add(self, handle: SessionHandle, records: list[QuarantineRecord], *,
+                  ttl: int | None) -> None:
+        if not records:
+            return
+        async with self.store.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(handle.keys.quarantine,
+                      mapping={r.id: r.model_dump_json() for r in records})
+            if ttl:
+                pipe.expire(handle.keys.quarantine, ttl)
+            await pipe.execute()
+
+    @_wrap_errors
+    async def set_status(self, handle: SessionHandle, record_id: str, status: Status, *,
+                         by: str = "api") -> QuarantineRecord | None:
+        record = await self.get(handle, record_id)
+        if record is None:
+            return None
+        if record.status != status:
+            record.history.append({"from": record.status, "to": status, "at": time.time(), "by": by})
+            record.status = status
+            await self.store.redis.hset(handle.keys.quarantine, record.id, record.model_dump_json())
+        return record

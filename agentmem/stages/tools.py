@@ -1,0 +1,216 @@
+"""The tools stage (tool loadout): offer the model only the tools the turn needs.
+
+Models pick worse among many tools, and every schema costs prompt tokens on every call. Each
+offered tool is scored against the turn: MiniLM cosine between the query (the latest user
+message plus the current agent step, the same memoised vector prune uses) and the tool's
+name, description and parameter names (and, at a lower weight, its name alone), plus BM25
+over the same words (exact names and rare words that embeddings blur), where the previous
+exchange's words count at a lower weight so a terse follow-up ("and in Paris?") still finds
+its tool. A request in several sentences keeps each sentence's best lexical match.
+
+Dropping is the only edit: kept schemas are the client's own dicts, in the client's order.
+Never dropped: ``always_include``, the tool ``tool_choice`` (or legacy ``function_call``)
+names, tools called in the current agent step or within the recent window, and the
+``min_tools`` best (so ``tool_choice: "required"`` always has something to call). Requests
+with ``tool_choice: "none"``, or fewer than ``min_offered`` tools, are left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from agentmem.lexical import terms
+from agentmem.messages import text_of
+from agentmem.report import Decision
+from agentmem.stages import register_stage
+from agentmem.stages.base import Draft, StageContext
+from agentmem.stages.prune import query_of, recent_start
+from agentmem.stages.query import query_vector
+from agentmem.stages.toolcat import Catalogue, catalogue_for, function_of
+from agentmem.text import sentences
+
+CONTEXT_CHARACTERS = 2000
+MAX_SENTENCES = 12
+
+
+@dataclass
+class Turn:
+    """What tools are scored against."""
+
+    query: str  # the latest user message plus the current agent step (prune's query)
+    request: str = ""  # the latest user message alone
+    context: str = ""  # the exchange before it
+
+    @classmethod
+    def of(cls, history: list[dict[str, Any]]) -> "Turn":
+        users = [i for i, m in enumerate(history) if m.get("role") == "user"]
+        request = text_of(history[users[-1]]) if users else ""
+        context = (" ".join(text_of(m) for m in history[users[-2]: users[-1]])
+                   if len(users) > 1 else "")
+        return cls(query_of(history), request, context[:CONTEXT_CHARACTERS])
+
+
+def hybrid_scores(catalogue: Catalogue, vector: np.ndarray, turn: Turn, settings) -> np.ndarray:
+    """Cosine to the tool's text, plus ``name_weight`` times the cosine to its name alone
+    (names carry the intent that long descriptions dilute), plus ``lexical_weight`` times BM25
+    scaled by its best value in this list. Then each sentence of a multi-part request lifts
+    its best lexical match to the top score, so no part of the request loses its tool."""
+    scores = catalogue.vectors @ vector
+    if settings.name_weight:
+        scores = scores + settings.name_weight * (catalogue.name_vectors @ vector)
+    lexical_weight, context_weight = settings.lexical_weight, settings.context_weight
+    if lexical_weight:
+        lexical = catalogue.lexical.scores(terms(turn.query))
+        if context_weight and turn.context:
+            lexical = lexical + context_weight * catalogue.lexical.scores(terms(turn.context))
+        best = float(lexical.max()) if len(lexical) else 0.0
+        if best > 0:
+            scores = scores + lexical_weight * lexical / best
+    scores = scores.astype(np.float32)
+    if settings.sentence_match is not None and len(scores):
+        parts = sentences(turn.request)[:MAX_SENTENCES]
+        if len(parts) > 1:
+            top = float(scores.max())
+            for part in parts:
+                lexical = catalogue.lexical.scores(terms(part))
+                best = int(np.argmax(lexical))
+                if lexical[best] >= settings.sentence_match:
+                    scores[best] = max(scores[best], top)
+    return scores
+
+
+def select(scores: np.ndarray, pinned: np.ndarray, settings) -> tuple[np.ndarray, float]:
+    """Kept mask: the pinned, the ``min_tools`` best, then the next best above the floor
+    until ``max_tools`` are kept. Returns the mask and the floor that applied."""
+    order = np.argsort(-scores, kind="stable")
+    keep = pinned.copy()
+    keep[order[: settings.min_tools]] = True
+    floor = -np.inf
+    if settings.threshold is not None:
+        floor = settings.threshold
+    if settings.margin is not None and len(order):
+        floor = max(floor, float(scores[order[0]]) - settings.margin)
+    room = settings.max_tools - int(keep.sum())
+    for index in order[settings.min_tools:]:
+        if room <= 0 or scores[index] < floor:
+            break
+        if not keep[index]:
+            keep[index] = True
+            room -= 1
+    return keep, float(floor)
+
+
+def called_tools(history: list[dict[str, Any]], window: int) -> dict[str, str]:
+    """Tools called in the current agent step or within the last ``window`` user turns."""
+    last_user = max((i for i, m in enumerate(history) if m.get("role") == "user"), default=-1)
+    start = min(recent_start(history, window), last_user + 1)
+    out: dict[str, str] = {}
+    for index in range(max(start, 0), len(history)):
+        message = history[index]
+        if message.get("role") != "assistant":
+            continue
+        calls = [c.get("function") or {} for c in message.get("tool_calls") or ()]
+        if isinstance(message.get("function_call"), dict):
+            calls.append(message["function_call"])
+        why = ("called in the current agent step" if index > last_user
+               else f"called within the last {window} user turns")
+        for call in calls:
+            if call.get("name"):
+                out.setdefault(call["name"], why)
+    return out
+
+
+@register_stage
+class ToolsStage:
+    name: ClassVar[str] = "tools"
+
+    @staticmethod
+    def wants_query_vector(policy, messages: list[dict[str, Any]]) -> bool:
+        """The request's tools are not known here; a request with tools is the common case
+        for a policy that lists this stage, so the query is embedded while ingest runs."""
+        return True
+
+    async def apply(self, draft: Draft, context: StageContext) -> None:
+        settings = context.policy.tools
+        pools = []  # (draft attribute, list) of the lists this call may shrink
+        if draft.tools and context.extra.get("tool_choice") != "none":
+            pools.append(("tools", draft.tools))
+        if draft.functions and context.extra.get("function_call") != "none":
+            pools.append(("functions", draft.functions))
+        entries = [(attr, tool) for attr, tools in pools for tool in tools]
+        if len(entries) < settings.min_offered or len(entries) <= settings.min_tools:
+            return
+        history = context.history
+        turn = Turn.of(history)
+        if not turn.query:
+            return
+        functions = [function_of(tool) for _, tool in entries]
+        names = [str(f.get("name") or "") for f in functions]
+        reasons = self._pins(names, history, context)
+        redis = context.store.redis if context.store is not None else None
+        catalogue = await catalogue_for(functions, redis)
+        vector = await query_vector(turn.query)
+        scores = hybrid_scores(catalogue, vector, turn, settings)
+        pinned = np.fromiter((n in reasons or not n for n in names), dtype=bool, count=len(names))
+        keep, floor = select(scores, pinned, settings)
+        if keep.all():
+            self._summary(context, names, scores, keep, reasons)
+            return
+        self._record_drops(context, names, scores, keep, floor)
+        kept = iter(keep.tolist())
+        for attr, tools in pools:
+            flags = [next(kept) for _ in tools]
+            if not all(flags):
+                setattr(draft, attr, [tool for tool, flag in zip(tools, flags) if flag])
+        self._summary(context, names, scores, keep, reasons)
+
+    @staticmethod
+    def _pins(names: list[str], history: list[dict[str, Any]], context: StageContext) -> dict[str, str]:
+        settings = context.policy.tools
+        reasons = {n: "always included by the policy" for n in settings.always_include}
+        choice = context.extra.get("tool_choice")
+        if isinstance(choice, dict) and (choice.get("function") or {}).get("name"):
+            reasons[choice["function"]["name"]] = "named by tool_choice"
+        call = context.extra.get("function_call")
+        if isinstance(call, dict) and call.get("name"):
+            reasons[call["name"]] = "named by function_call"
+        for name, why in called_tools(history, settings.recent_calls_window).items():
+            reasons.setdefault(name, why)
+        offered = set(names)
+        return {name: why for name, why in reasons.items() if name in offered}
+
+    @staticmethod
+    def _record_drops(context: StageContext, names: list[str], scores: np.ndarray,
+                      keep: np.ndarray, floor: float) -> None:
+        settings = context.policy.tools
+        ranks = np.empty(len(scores), dtype=np.int64)
+        ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
+        rounded, rank_list = _rounded(scores), ranks.tolist()
+        beyond = (f" of {len(names)} by relevance to the turn; at most {settings.max_tools} "
+                  "tools are offered")
+        below = f" is below the floor {floor:.3f} (the threshold, or the best score minus the margin)"
+        decisions = context.run.decisions
+        for index in np.flatnonzero(~keep).tolist():
+            score = rounded[index]
+            reason = (f"score {score:.3f}{below}" if scores[index] < floor
+                      else f"ranked {rank_list[index]}{beyond}")
+            decisions.append(Decision(  # 4 fields validate faster than 10 construct
+                action="drop_tool", reason=reason, tool=names[index], score=score))
+
+    @staticmethod
+    def _summary(context: StageContext, names: list[str], scores: np.ndarray, keep: np.ndarray,
+                 reasons: dict[str, str]) -> None:
+        kept = [n for n, k in zip(names, keep.tolist()) if k]
+        context.run.decisions.append(Decision(
+            action="keep_tools",
+            reason=f"kept {len(kept)} of {len(names)} tools: the most relevant to the turn and "
+                   f"the ones that must stay callable",
+            detail={"offered": len(names), "kept": kept, "scores": dict(zip(names, _rounded(scores))),
+                    "pinned": reasons}))
+
+
+def _rounded(scores: np.ndarray) -> list[float]:
+    return np.round(scores.astype(np.float64), 4).tolist()

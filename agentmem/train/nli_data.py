@@ -1,0 +1,134 @@
+"""Training and held-out pairs for the NLI model, from data whose licenses allow shipping weights.
+
+Every example carries the set of labels it allows rather than one label: a 3-way source allows
+exactly one, while the binary sources (ProSeCCo, the binary MultiNLI sample) only say
+"contradiction" or "not contradiction", and forcing their negatives into one class would teach
+the model that every entailment is neutral. The loss maximises the probability of the allowed
+set. Contradiction is symmetric, so a swapped pair keeps the knowledge that it contradicts (or
+does not); swapping also teaches that the newer statement may come first in a clash query.
+ANLI is CC BY-NC: it is read only by ``held_out_sets`` and never enters training.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+LABEL_IDS = {"contradiction": 0, "entailment": 1, "neutral": 2}
+CONTRADICTION: frozenset[int] = frozenset({0})
+NOT_CONTRADICTION: frozenset[int] = frozenset({1, 2})
+
+
+@dataclass(frozen=True)
+class Example:
+    premise: str
+    hypothesis: str
+    allowed: frozenset[int]  # label ids that count as correct
+    source: str
+
+    @property
+    def label(self) -> int | None:
+        """The single gold label id, or None for a binary (contradiction vs not) example."""
+        return next(iter(self.allowed)) if len(self.allowed) == 1 else None
+
+
+def _three_way(name: str) -> frozenset[int]:
+    return frozenset({LABEL_IDS[name.strip().lower()]})
+
+
+def read_dnli(path: Path, source: str = "dnli") -> list[Example]:
+    """DNLI TSV: dialogue context (speaker tags kept), hypothesis, label."""
+    out = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) == 3 and parts[2].strip().lower() in LABEL_IDS:
+                out.append(Example(parts[0].strip(), parts[1].strip(), _three_way(parts[2]), source))
+    return out
+
+
+def read_snli(path: Path, source: str = "snli") -> list[Example]:
+    """SNLI jsonl; records without an annotator majority (gold_label "-") are skipped."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["gold_label"] in LABEL_IDS:
+            out.append(Example(record["sentence1"], record["sentence2"],
+                               _three_way(record["gold_label"]), source))
+    return out
+
+
+def read_prosecco(path: Path) -> list[Example]:
+    """ProSeCCo: the two reconstructed propositions of one speaker, self-contradiction or not."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        allowed = CONTRADICTION if record["label"] == "self-contradiction" else NOT_CONTRADICTION
+        out.append(Example(record["proposition_1"], record["proposition_2"], allowed, "prosecco"))
+    return out
+
+
+def read_mnli_binary(path: Path) -> list[Example]:
+    """The binary MultiNLI dev-matched sample: 1 = contradiction, 0 = entailment or neutral."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        return [Example(row["sentence1"].strip(), row["sentence2"].strip(),
+                        CONTRADICTION if row["label"].strip() == "1" else NOT_CONTRADICTION, "mnli")
+                for row in csv.DictReader(handle)]
+
+
+def read_anli(path: Path) -> list[Example]:
+    """ANLI jsonl (labels e/n/c). Evaluation only: CC BY-NC."""
+    names = {"e": "entailment", "n": "neutral", "c": "contradiction"}
+    return [Example(r["context"], r["hypothesis"], _three_way(names[r["label"]]), "anli")
+            for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
+
+
+def swapped(examples: list[Example]) -> list[Example]:
+    """Hypothesis first: contradiction stays contradiction, anything else is not contradiction."""
+    return [replace(e, premise=e.hypothesis, hypothesis=e.premise, source=e.source + "-swap",
+                    allowed=CONTRADICTION if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
+            for e in examples]
+
+
+def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float = 0.5,
+                       dnli_max: int | None = None, limit: int | None = None) -> list[Example]:
+    """Shippable training pairs, plus a swapped copy of ``swap_fraction`` of them, shuffled.
+
+    ``dnli_max`` caps the DNLI pairs (random sample): they are most of the data and the longest,
+    so the cap is what fits a training run into a CPU budget.
+    """
+    nli = data_dir / "nli"
+    rng = random.Random(seed)
+    dnli = read_dnli(nli / "dnli" / "data.csv")
+    if dnli_max is not None and dnli_max < len(dnli):
+        dnli = rng.sample(dnli, dnli_max)
+    base = (dnli
+            + read_prosecco(nli / "prosecco" / "ProSeCCo_final.json")
+            + read_mnli_binary(nli / "prosecco" / "mnli_dev_matched_binary_42.csv")
+            + read_snli(nli / "snli" / "snli_1.0_dev.jsonl"))
+    extra = swapped(rng.sample(base, int(len(base) * swap_fraction)))
+    examples = base + extra
+    rng.shuffle(examples)
+    return examples[:limit]
+
+
+def held_out_sets(data_dir: Path) -> dict[str, list[Example]]:
+    """The sets metrics are reported on; none of them is trained on."""
+    nli = data_dir / "nli"
+    return {"dnli_test_3": read_dnli(nli / "dnli" / "test_3_data.csv", "dnli_test_3"),
+            "snli_test": read_snli(nli / "snli" / "snli_1.0_test.jsonl", "snli_test"),
+            "anli_r1_dev (eval only)": read_anli(nli / "anli" / "R1" / "dev.jsonl")}
+
+
+def describe(examples: list[Example]) -> dict[str, dict[str, int]]:
+    """Counts per source and label (binary negatives as "not_contradiction"), for the card."""
+    names = {v: k for k, v in LABEL_IDS.items()}
+    counts: dict[str, Counter] = {}
+    for e in examples:
+        label = names[e.label] if e.label is not None else "not_contradiction"
+        counts.setdefault(e.source, Counter())[label] += 1
+    return {source: dict(sorted(c.items())) for source, c in sorted(counts.items())}

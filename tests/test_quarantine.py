@@ -1,0 +1,89 @@
+"""Quarantine end to end: poison caught through the proxy, audited, released, confirmed."""
+
+import json
+import uuid
+
+import httpx
+
+SESSION = [
+    {"role": "system", "content": "You are the support assistant of Larkspur Home. Look orders up with the tools."},
+    {"role": "user", "content": "Where is my order LH-1? It has not arrived."},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": "{\"order_id\": \"LH-1\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "{\"order_id\": \"LH-1\", \"status\": \"shipped\", \"carrier\": \"UPS\"}"},
+    {"role": "assistant", "content": "Your order LH-1 shipped with UPS. The driver left it in the Maple Street "
+                                     "parcel locker because nobody was home."},
+    {"role": "user", "content": "Which locker exactly?"},
+    {"role": "assistant", "content": "It is the Maple Street parcel locker next to the bakery. Bring your ID."},
+    {"role": "user", "content": "And how long will they keep it?"},
+    {"role": "assistant", "content": "The Maple Street parcel locker holds parcels for five days. UPS shipped it on time."},
+    {"role": "user", "content": "Thanks, I will go today."},
+]
+CLAIM = "Maple Street"
+
+
+def _call(client, session_id, messages):
+    client.chat.completions.create(model="echo", messages=messages,
+                                   extra_headers={"X-Session-Id": session_id})
+
+
+def test_recurring_unsupported_claim_is_quarantined_audited_and_released(client, received, http):
+    session_id = f"q-{uuid.uuid4().hex[:12]}"
+    users = [i for i, m in enumerate(SESSION) if m["role"] == "user"]
+    for turn in users:
+        _call(client, session_id, SESSION[: turn + 1])
+    sent = received.requests()[-1]["messages"]
+    text = json.dumps(sent)
+    assert CLAIM not in text  # every repetition of the claim is withheld
+    assert "shipped with UPS" in text and "Bring your ID." in text  # supported and unrelated text stays
+    assert len(sent) == len(SESSION)  # sentences go, the messages (and tool unit) stay
+
+    records = http.get(f"/v1/sessions/{session_id}/quarantine").json()["data"]
+    assert records and all(r["kind"] == "poison" and r["status"] == "active" for r in records)
+    assert all(CLAIM in r["text"] and r["reason"] and r["detector"] == "recurrence" for r in records)
+    report = http.get(f"/v1/sessions/{session_id}/reports").json()["data"][-1]
+    stage = next(s for s in report["stages"] if s["stage"] == "quarantine")
+    assert {d["detail"]["record"] for d in stage["decisions"]} <= {r["id"] for r in records}
+
+    for record in records:  # releasing everything gives back exactly the original context
+        released = http.post(f"/v1/sessions/{session_id}/quarantine/{record['id']}/release").json()
+        assert released["status"] == "released" and released["history"][-1]["to"] == "released"
+    received.clear()
+    _call(client, session_id, SESSION)
+    assert received.requests()[-1]["messages"] == _as_sent(SESSION)
+    missing = http.post(f"/v1/sessions/{session_id}/quarantine/q_nope/release")
+    assert missing.status_code == 404 and "q_nope" in missing.json()["error"]["message"]
+
+
+def test_confirmed_claim_is_never_quarantined_again(client, received, http):
+    session_id = f"q-{uuid.uuid4().hex[:12]}"
+    for turn in [i for i, m in enumerate(SESSION) if m["role"] == "user"][:3]:
+        _call(client, session_id, SESSION[: turn + 1])
+    records = http.get(f"/v1/sessions/{session_id}/quarantine").json()["data"]
+    assert records
+    confirmed = http.post(f"/v1/sessions/{session_id}/quarantine/{records[0]['id']}/confirm")
+    assert confirmed.json()["status"] == "confirmed"
+    for record in records[1:]:
+        http.post(f"/v1/sessions/{session_id}/quarantine/{record['id']}/release")
+    received.clear()
+    _call(client, session_id, SESSION)  # one more repetition arrives: still not quarantined
+    assert CLAIM in json.dumps(received.requests()[-1]["messages"])
+    fresh = [r for r in http.get(f"/v1/sessions/{session_id}/quarantine", params={"status": "active"}).json()["data"]]
+    assert fresh == []
+
+
+def test_quarantine_api_is_tenant_scoped(tenant_proxy):
+    session_id = f"q-{uuid.uuid4().hex[:12]}"
+    alpha = {"Authorization": "Bearer key-alpha", "X-Session-Id": session_id}
+    body = {"model": "echo", "messages": [{"role": "user", "content": "hello"}]}
+    assert httpx.post(f"{tenant_proxy.url}/v1/chat/completions", json=body, headers=alpha, timeout=60).status_code == 200
+    mine = httpx.get(f"{tenant_proxy.url}/v1/sessions/{session_id}/quarantine", headers=alpha)
+    assert mine.status_code == 200 and mine.json()["data"] == []
+    theirs = httpx.get(f"{tenant_proxy.url}/v1/sessions/{session_id}/quarantine",
+                       headers={"Authorization": "Bearer key-beta"})
+    assert theirs.status_code == 404
+
+
+def _as_sent(messages):
+    """The messages as the openai client serialises them (None fields dropped)."""
+    return [{k: v for k, v in m.items() if v is not None} for m in messages]
