@@ -434,7 +434,13 @@ class PreparedCall:
         score it; budget embeds it on the spot).
         """
         try:
-            embeddings = await run_inference(embed_turns, self.hygiene.embedder, turns)
+            from agentmem.models.embedder import to_bytes
+            from agentmem.stages.corpus import known_vectors
+
+            known = known_vectors(self.handle.tenant, self.handle.session_id, turns)
+            embeddings = {turn_id: to_bytes(v) for turn_id, v in known.items()}
+            rest = [turn for turn in turns if turn.id not in known]
+            embeddings.update(await run_inference(embed_turns, self.hygiene.embedder, rest))
             await self.store.add_embeddings(self.handle, embeddings, ttl=self.policy.ttl_seconds)
         except Exception as error:  # noqa: BLE001 - a model fault never fails a call
             log.warning("session %s: embeddings failed: %s", self.handle.session_id, error)

@@ -30,8 +30,10 @@ def test_bench_kinds_read_their_formats(tmp_path):
     tools.write_text(json.dumps({"id": "t", "query": "weather?", "messages": None, "gold": ["w"],
                                  "tools": [{"type": "function", "function": {"name": "w"}}],
                                  "notes": "extra keys are ignored"}) + "\n")
-    run = _agentmem("bench", "tools", "--data", str(tools))
-    assert run.returncode == 3 and "1 valid tools records" in run.stderr  # its stage is not built yet
+    out = tmp_path / "tools.json"
+    run = _agentmem("bench", "tools", "--data", str(tools), "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    assert json.loads(out.read_text())["n"] == 1
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "a", "question": "q", "sentences": ["x"], "labels": [1]}) + "\n"
                    + json.dumps({"id": "b", "question": "q", "sentences": ["x"], "labels": [1, 0]}) + "\n")
@@ -39,7 +41,11 @@ def test_bench_kinds_read_their_formats(tmp_path):
     assert run.returncode == 2 and "bad.jsonl:2" in run.stderr
     clash = tmp_path / "clash.jsonl"
     clash.write_text(json.dumps({"id": "c", "turns": [{"speaker": "A", "text": "hi"}], "label": False}) + "\n")
-    assert _agentmem("bench", "clash", "--data", str(clash)).returncode == 3
+    out = tmp_path / "clash.json"
+    run = _agentmem("bench", "clash", "--data", str(clash), "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert result["n"] == 1 and result["path"] == "nli" and "not run" in result["judge"]["status"]
 
 
 def test_bench_plot_writes_a_png(tmp_path):

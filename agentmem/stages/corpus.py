@@ -160,6 +160,21 @@ def _evict() -> None:
         total -= oldest.nbytes
 
 
+def known_vectors(tenant: str, session_id: str, turns) -> dict[int, np.ndarray]:
+    """Vectors a call already computed for these turns (turn id -> rows), so the background
+    ingest does not embed them twice. Matched by chain hash, so never another turn's."""
+    corpus = _cache.get(f"{tenant}\x00{session_id}")
+    if corpus is None:
+        return {}
+    out = {}
+    for turn in turns:
+        if turn.position < corpus.covered and corpus.chains[turn.position] == turn.chain:
+            rows = corpus.rows_of[turn.position]
+            if len(rows) == len(turn.sentences):
+                out[turn.id] = corpus.vectors[rows.start: rows.stop]
+    return out
+
+
 def forget(tenant: str, session_id: str) -> None:
     """Drop a session's corpus (after the session is deleted)."""
     _cache.pop(f"{tenant}\x00{session_id}", None)
