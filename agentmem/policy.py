@@ -108,11 +108,16 @@ class QuarantineSettings(BaseModel):
         "(needs allow_hub); null: the shipped one.")
     allow_hub: bool = Field(False, description="Allow nli_model to name a hub model.")
     contradiction_threshold: float = Field(
-        0.75, ge=0, le=1, description="NLI contradiction probability that makes a clash.")
+        0.7, ge=0, le=1, description="NLI contradiction probability that makes a clash.")
     clash_similarity: float = Field(
-        0.45, ge=-1, le=1, description="Cosine above which two statements are about the same "
+        0.2, ge=-1, le=1, description="Cosine above which two statements are about the same "
         "subject and worth an NLI check.")
-    clash_candidates: int = Field(3, ge=1, description="Earlier statements checked per statement.")
+    clash_candidates: int = Field(6, ge=1, description="Earlier statements checked per statement.")
+    call_path_similarity: float = Field(
+        0.5, ge=-1, le=1, description="The call-path check of the newest user message only "
+        "looks at earlier user statements this similar (the background looks wider).")
+    call_path_candidates: int = Field(3, ge=0, description="NLI pairs the call path may spend "
+                                      "(0: leave even the newest user message to the background).")
     judge_model: str | None = Field(
         None, description="A litellm model that double-checks NLI clashes in the background.")
     untrusted_tools: list[str] = Field(
@@ -120,7 +125,7 @@ class QuarantineSettings(BaseModel):
                                  "*fetch_url*"],
         description="Glob patterns of tool names whose results are untrusted.")
     min_occurrences: int = Field(
-        2, ge=2, description="Occurrences of an unsupported claim that make it poison.")
+        3, ge=2, description="Occurrences of an unsupported claim that make it poison.")
     recurrence_similarity: float = Field(
         0.5, ge=-1, le=1, description="Cosine above which two claims are the same claim.")
     poison_window_turns: int = Field(

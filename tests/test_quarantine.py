@@ -57,7 +57,7 @@ def test_recurring_unsupported_claim_is_quarantined_audited_and_released(client,
 
 def test_confirmed_claim_is_never_quarantined_again(client, received, http):
     session_id = f"q-{uuid.uuid4().hex[:12]}"
-    for turn in [i for i, m in enumerate(SESSION) if m["role"] == "user"][:3]:
+    for turn in [i for i, m in enumerate(SESSION) if m["role"] == "user"]:
         _call(client, session_id, SESSION[: turn + 1])
     records = http.get(f"/v1/sessions/{session_id}/quarantine").json()["data"]
     assert records
@@ -66,8 +66,11 @@ def test_confirmed_claim_is_never_quarantined_again(client, received, http):
     for record in records[1:]:
         http.post(f"/v1/sessions/{session_id}/quarantine/{record['id']}/release")
     received.clear()
-    _call(client, session_id, SESSION)  # one more repetition arrives: still not quarantined
-    assert CLAIM in json.dumps(received.requests()[-1]["messages"])
+    again = [*SESSION, {"role": "assistant", "content": "Again, the Maple Street parcel locker has it for five days."},
+             {"role": "user", "content": "OK, thanks."}]
+    _call(client, session_id, again)  # one more repetition arrives: still not quarantined
+    sent = received.requests()[-1]["messages"]
+    assert sent == _as_sent(again)
     fresh = [r for r in http.get(f"/v1/sessions/{session_id}/quarantine", params={"status": "active"}).json()["data"]]
     assert fresh == []
 

@@ -1,13 +1,16 @@
 """Context poisoning: a claim the assistant (or an untrusted source) keeps repeating, that no
 authority ever supported.
 
-An unsupported claim that the model has made once is a hallucination; made again, it has
-started to feed on itself, because each repetition in the context makes the next one likelier.
-The detector groups claim sentences by meaning (cached MiniLM vectors), and a group becomes
-poison once it spans ``min_occurrences`` turns without support. Support is a statement of the
-system prompt, a trusted tool, or the user *before* the claim first appeared (a user echoing
-the assistant confirms nothing), that says the same thing (cosine) or contains the claim's
-content words (structured tool output rarely reads like the sentence that cites it).
+An unsupported claim made once is a hallucination; made again and again, it feeds on itself,
+because each repetition in the context makes the next one likelier. Claim sentences are
+grouped across turns by meaning (cached MiniLM vectors) or by a related meaning plus a shared
+specific word (a name, a number, a term few turns use): rephrasings of one claim share their
+details more reliably than their wording. A group is poison when it spans ``min_occurrences``
+turns, some detail recurs in it that no authority ever said (the system prompt, a trusted
+tool, or the user *before* the claim first appeared; a user echoing the assistant confirms
+nothing), and no authority statement says the same thing (cosine below
+``support_similarity``). Structured tool output rarely reads like the sentence that cites it,
+which is why support is looked for in words as well as in vectors.
 """
 
 from __future__ import annotations
@@ -80,11 +83,11 @@ def _group(statements: Statements, rows: list[int], words: dict[int, set[str]], 
     or related meaning (above half of it) and a shared specific word (a name, a number, a
     rare term: used in few turns of the session)."""
     turns_with: dict[str, set[int]] = {}
-    for row in rows:
-        for word in words[row]:
+    for row in range(statements.size):  # document frequency over the whole session
+        for word in terms(statements.texts[row]):
             turns_with.setdefault(word, set()).add(int(statements.position[row]))
     total_turns = len({int(p) for p in statements.position})
-    rare = {w for w, seen in turns_with.items() if len(seen) <= max(3, total_turns // 4)}
+    rare = {w for w, seen in turns_with.items() if len(seen) <= max(4, total_turns // 3)}
     similarity = statements.vectors[rows] @ statements.vectors[rows].T
     positions = statements.position[rows]
     bar = settings.recurrence_similarity

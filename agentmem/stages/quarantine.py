@@ -84,8 +84,11 @@ class QuarantineStage:
         if last_user is None:
             return []
         new_rows = [int(r) for r in np.flatnonzero(statements.position == last_user)]
-        if not new_rows:
+        if not new_rows or not settings.call_path_candidates:
             return []
+        settings = settings.model_copy(update={  # the fast check: fewer, closer candidates
+            "clash_similarity": max(settings.clash_similarity, settings.call_path_similarity),
+            "clash_candidates": min(settings.clash_candidates, settings.call_path_candidates)})
         try:
             from agentmem.quarantine.clash import load_nli
             from agentmem.models.runtime import run_inference

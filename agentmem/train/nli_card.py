@@ -38,8 +38,8 @@ def _metric_rows(metrics: dict[str, dict[str, float]]) -> str:
     return "\n".join(rows)
 
 
-def write_nli_card(folder: Path, card: dict[str, Any], command: str) -> None:
-    """Write ``folder/MODEL_CARD.md`` from the dict ``train_nli`` returned."""
+def write_nli_card(folder: Path, card: dict[str, Any], command: str, notes: str = "") -> None:
+    """Write ``folder/MODEL_CARD.md`` from the dict ``train_nli`` returned (+ free-text notes)."""
     size_mb = sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) / 1e6
     dnli_note = (f"; DNLI capped at a random {card['dnli_max']} of its 11,957 pairs to fit the CPU "
                  "budget" if card.get("dnli_max") else "")
@@ -50,7 +50,7 @@ A 3-way natural-language-inference classifier (contradiction / entailment / neut
 0 contradiction, 1 entailment, 2 neutral. Load with `agentmem.models.nli.NLIModel.load()`.
 
 - Command: `{command}`
-- Seed: {card['seed']}; device: {card['device']} ({card['torch_threads']} torch threads);
+- Seed: {card['seed']}; device: {card['device']} (torch threads: {card['torch_threads']});
   training time {card['train_time_s']} s, wall time with saving and evaluation {card['wall_time_s']} s
 - Training: {card['examples']} pairs, {card['epochs']} epochs, batch {card['batch_size']} (grouped by
   length), AdamW lr {card['lr']} with linear warmup (10%) and decay, weight decay 0.01, max length
@@ -85,11 +85,11 @@ conversation, so that a newer claim contradicting an earlier one can be quaranti
 
 - Small: trained on about {card['examples']} pairs on a 2-core CPU, far less than public NLI
   models (SNLI + MultiNLI are ~940k pairs). Expect errors on anything needing world knowledge,
-  numbers or long reasoning; ANLI, built to fool strong models, is near chance.
+  numbers or long reasoning; on ANLI, built to fool strong models, it is at or below chance.
 - English only. Dialogue data is spoken British English (DNLI) and debate transcripts
   (ProSeCCo); written chat with an assistant differs.
 - Inputs are cut to {card['max_length']} tokens; a clash in the cut part is not seen.
 - Probabilities are not calibrated; choose the clash threshold on the clash benchmark.
 - Size: {size_mb:.1f} MB (fp16 safetensors + tokenizer; computed in fp32).
-"""
+""" + (f"\n## Notes\n\n{notes.strip()}\n" if notes.strip() else "")
     (folder / "MODEL_CARD.md").write_text(text)
