@@ -108,7 +108,7 @@ class QuarantineSettings(BaseModel):
         "(needs allow_hub); null: the shipped one.")
     allow_hub: bool = Field(False, description="Allow nli_model to name a hub model.")
     contradiction_threshold: float = Field(
-        0.7, ge=0, le=1, description="NLI contradiction probability that makes a clash.")
+        0.85, ge=0, le=1, description="NLI contradiction probability that makes a clash.")
     clash_similarity: float = Field(
         0.2, ge=-1, le=1, description="Cosine above which two statements are about the same "
         "subject and worth an NLI check.")

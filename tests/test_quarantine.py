@@ -90,3 +90,31 @@ def test_quarantine_api_is_tenant_scoped(tenant_proxy):
 def _as_sent(messages):
     """The messages as the openai client serialises them (None fields dropped)."""
     return [{k: v for k, v in m.items() if v is not None} for m in messages]
+
+
+async def test_user_changing_their_mind_quarantines_the_older_statement(tmp_path):
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+    from agentmem.policy import policy_from_dict
+
+    history = [
+        {"role": "user", "content": "I am vegetarian, so please no meat. Plan three dinners for me."},
+        {"role": "assistant", "content": "Here are three dinners: lentil curry, mushroom risotto and bean chili."},
+        {"role": "user", "content": "I eat meat every day. Change the plan."},
+    ]
+    hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path))
+    try:
+        result = await hygiene.apply(history, session_id=f"clash-{uuid.uuid4().hex[:8]}")
+        first = result.messages[0]["content"]
+        assert "I am vegetarian" not in first and first == "Plan three dinners for me."
+        assert result.messages[1:] == history[1:]  # the newest message and the rest untouched
+        [decision] = [d for s in result.report.stages for d in s.decisions if d.action == "quarantine"]
+        assert decision.detail["kind"] == "clash" and decision.score >= 0.85
+        assert "I eat meat every day." in decision.reason
+        keep_both = policy_from_dict({"name": "both", "stages": ["quarantine"],
+                                      "quarantine": {"resolution": "keep_both"}})
+        result = await hygiene.apply(history, session_id=f"clash-{uuid.uuid4().hex[:8]}", policy=keep_both)
+        assert result.messages[0] is history[0]  # nothing withheld; the record only adds a note later
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()

@@ -49,7 +49,7 @@ async def _scores(records, settings) -> list[tuple[float, int | None]]:
     return out
 
 
-def _metrics(records, scores, threshold: float) -> dict[str, float]:
+def _metrics(records, scores, threshold: float) -> dict[str, float | None]:
     tp = fp = fn = tn = located = locatable = 0
     for record, (score, turn) in zip(records, scores):
         predicted = score >= threshold
@@ -70,7 +70,7 @@ def _metrics(records, scores, threshold: float) -> dict[str, float]:
             "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
             "accuracy": (tp + tn) / len(records) if records else 0.0,
             "false_positive_rate": fp / (fp + tn) if fp + tn else 0.0,
-            "localization": located / locatable if locatable else 0.0}
+            "localization": located / locatable if locatable else None}  # None: no gold turns
 
 
 def run_clash(records, *, policy: str | None = None) -> dict[str, Any]:
