@@ -46,3 +46,22 @@ async def test_corpus_extends_and_never_serves_a_stale_prefix():
     assert rebuilt is not corpus and [text[a:b] for a, b in rebuilt.spans[:2]] == [
         f"{marker}.", "The kettle is green."]
     assert float(rebuilt.vectors[1] @ corpus.vectors[1]) < 0.999  # re-embedded, not reused
+
+
+def test_fill_respects_the_budget_and_spreads_over_turns():
+    from types import SimpleNamespace
+
+    from agentmem.stages.selection import fill
+
+    # three turns of two sentences, 10 tokens each; turn 0 holds the two best sentences
+    corpus = SimpleNamespace(position=np.array([0, 0, 1, 1, 2, 2]), tokens=np.full(6, 10),
+                             spans=[(0, 1)] * 6, rows_of=[range(0, 2), range(2, 4), range(4, 6)])
+    score = np.array([0.9, 0.8, 0.7, 0.1, 0.6, 0.2], dtype=np.float32)
+    rows = np.arange(6)
+    deep = fill(rows, score, corpus, budget=26, neighbours=0, spread=0.0)
+    assert deep.tolist() == [True, True, False, False, False, False]  # 13 + 10 tokens, best first
+    wide = fill(rows, score, corpus, budget=26, neighbours=0, spread=0.3)
+    assert wide.tolist() == [True, False, True, False, False, False]  # a second turn instead
+    with_context = fill(rows, score, corpus, budget=46, neighbours=1, spread=0.0)
+    assert with_context.tolist() == [True, True, True, True, False, False]
+    assert not fill(rows, score, corpus, budget=5, neighbours=0, spread=0.0).any()

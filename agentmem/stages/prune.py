@@ -14,7 +14,6 @@ split: they go whole, or their messages shrink (to their best sentence at least)
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,6 +27,7 @@ from agentmem.stages import register_stage
 from agentmem.stages.base import Draft, StageContext
 from agentmem.stages.corpus import corpus_for
 from agentmem.stages.query import query_vector
+from agentmem.stages.selection import add_turn_context, excluded_rows, fill
 from agentmem.text import MESSAGE_OVERHEAD_TOKENS, split_sentences
 
 
@@ -131,12 +131,12 @@ class PruneStage:
         if lexical.max() > 0:
             score[rows] += settings.lexical_weight * lexical / lexical.max()
         if settings.context_weight:
-            _add_turn_context(older, score, settings.context_weight)
+            add_turn_context(older, score, settings.context_weight)
         if settings.rerank_turns:
             await self._rerank(context, older, score, query)
-        excluded = _excluded_rows(context, corpus)
+        excluded = excluded_rows(context, corpus)
         score[excluded] = -np.inf  # quarantined by an earlier stage: never brought back
-        kept = _fill(rows, score, corpus, budget, settings.neighbours, settings.turn_spread)
+        kept = fill(rows, score, corpus, budget, settings.neighbours, settings.turn_spread)
         kept[excluded] = False
         reason = (f"no sentence of this turn was among the most relevant to the query within "
                   f"the history budget of {budget} tokens")
@@ -227,89 +227,6 @@ class PruneStage:
             draft.replace_message(candidate.index, _shrink(
                 draft.message_at(candidate.index), candidate, keep, scores.probabilities,
                 context.run, "below the pruner's keep threshold for the query"))
-
-
-def _excluded_rows(context: StageContext, corpus) -> np.ndarray:
-    """Corpus rows an earlier stage withheld (``excluded_spans``: position -> spans)."""
-    excluded = context.extra.get("excluded_spans") or {}
-    rows = [r for position, spans in excluded.items() if position < len(corpus.rows_of)
-            for r in corpus.rows_of[position] if corpus.spans[r] in spans]
-    return np.asarray(rows, dtype=np.int64)
-
-
-def _add_turn_context(older: list[Candidate], score: np.ndarray, weight: float) -> None:
-    """A reply like "Wow, me too!" is only relevant through the turn before it: each sentence
-    gains ``weight`` times the best score of the adjacent older turns."""
-    lengths = np.asarray([len(c.rows) for c in older])
-    rows = np.concatenate([c.rows for c in older])
-    best = np.maximum.reduceat(score[rows], np.concatenate([[0], np.cumsum(lengths)[:-1]]))
-    around = np.maximum(np.concatenate([[0.0], best[:-1]]), np.concatenate([best[1:], [0.0]]))
-    score[rows] += weight * np.repeat(around, lengths).astype(np.float32)
-
-
-def _fill(rows: np.ndarray, score: np.ndarray, corpus, budget: int, neighbours: int,
-          spread: float) -> np.ndarray:
-    """Greedy by score until the budget is full. A turn's first kept sentence pays the message
-    overhead, and its other sentences rank ``spread`` lower, so the budget covers more turns
-    before it deepens one. Each kept sentence brings ``neighbours`` on each side (same turn)."""
-    if neighbours:
-        return _fill_with_neighbours(rows, score, corpus, budget, neighbours, spread)
-    positions = corpus.position[rows]
-    adjusted = score[rows].copy()
-    order = np.lexsort((-adjusted, positions))  # by turn, best sentence first
-    first = np.ones(len(rows), dtype=bool)
-    first[1:] = positions[order][1:] != positions[order][:-1]
-    later_in_turn = np.ones(len(rows), dtype=bool)
-    later_in_turn[order[first]] = False
-    adjusted[later_in_turn] -= spread
-    ranked = np.argsort(-adjusted, kind="stable")
-    opens = np.zeros(len(rows), dtype=bool)  # the first ranked sentence of each turn pays overhead
-    opens[np.unique(positions[ranked], return_index=True)[1]] = True
-    cost = corpus.tokens[rows][ranked] + np.where(opens, MESSAGE_OVERHEAD_TOKENS, 0)
-    fits = np.cumsum(cost) <= budget
-    cut = int(fits.argmin()) if not fits.all() else len(ranked)
-    chosen = list(ranked[:cut])
-    used = int(cost[:cut].sum())
-    opened = set(positions[ranked[:cut]].tolist())
-    for item in ranked[cut:]:  # the tail: smaller sentences that still fit
-        if budget - used < MESSAGE_OVERHEAD_TOKENS + 1:
-            break
-        extra = corpus.tokens[rows[item]] + (0 if positions[item] in opened else MESSAGE_OVERHEAD_TOKENS)
-        if used + extra <= budget:
-            chosen.append(item)
-            used += int(extra)
-            opened.add(positions[item])
-    kept = np.zeros(len(corpus.spans), dtype=bool)
-    kept[rows[chosen]] = True
-    return kept
-
-
-def _fill_with_neighbours(rows: np.ndarray, score: np.ndarray, corpus, budget: int,
-                          neighbours: int, spread: float) -> np.ndarray:
-    kept = np.zeros(len(corpus.spans), dtype=bool)
-    opened: set[int] = set()
-    used = 0
-    tokens, positions = corpus.tokens, corpus.position
-    heap = [(-float(score[row]), False, int(row)) for row in rows]
-    heapq.heapify(heap)
-    while heap and budget - used > MESSAGE_OVERHEAD_TOKENS:
-        negative, demoted, row = heapq.heappop(heap)
-        if kept[row]:
-            continue
-        turn_position = int(positions[row])
-        if turn_position in opened and not demoted and spread:
-            heapq.heappush(heap, (negative + spread, True, row))
-            continue
-        turn = corpus.rows_of[turn_position]
-        group = [r for r in range(max(turn.start, row - neighbours), min(turn.stop, row + neighbours + 1))
-                 if not kept[r]]
-        cost = int(tokens[group].sum()) + (MESSAGE_OVERHEAD_TOKENS if turn_position not in opened else 0)
-        if used + cost > budget:
-            continue
-        kept[group] = True
-        opened.add(turn_position)
-        used += cost
-    return kept
 
 
 def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], scores: list[float],
