@@ -24,7 +24,7 @@ CLAIM = "Maple Street"
 
 def _call(client, session_id, messages):
     client.chat.completions.create(model="echo", messages=messages,
-                                   extra_headers={"X-Session-Id": session_id})
+                                   extra_headers={"X-Session-Id": session_id, "X-Agentmem-Policy": "guarded"})
 
 
 def test_recurring_unsupported_claim_is_quarantined_audited_and_released(client, received, http):
@@ -102,7 +102,7 @@ async def test_user_changing_their_mind_quarantines_the_older_statement(tmp_path
         {"role": "assistant", "content": "Here are three dinners: lentil curry, mushroom risotto and bean chili."},
         {"role": "user", "content": "I eat meat every day. Change the plan."},
     ]
-    hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path))
+    hygiene = Hygiene("guarded", settings=Settings(data_dir=tmp_path))
     try:
         result = await hygiene.apply(history, session_id=f"clash-{uuid.uuid4().hex[:8]}")
         first = result.messages[0]["content"]
