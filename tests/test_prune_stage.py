@@ -66,6 +66,14 @@ async def test_prune_keeps_what_the_question_needs(hygiene):
     assert {d.action for d in decisions} <= {"drop_message", "prune_spans"}
 
 
+async def test_two_stage_mode_lets_the_pruner_rescore_recalled_turns(hygiene):
+    result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}",
+                                 policy=_policy(rerank_turns=3, rerank_weight=2.0))
+    assert not result.report.warnings and result.report.stages[0].error is None
+    sent = " ".join(m.get("content") or "" for m in result.messages)
+    assert "5512" in sent and "Lyon" in sent and "spaghetti" not in sent
+
+
 async def test_recent_window_and_off_switches(hygiene):
     everything = _policy(keep_recent_exchanges=10)
     result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}", policy=everything)
