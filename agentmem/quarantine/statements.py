@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentmem.ingest import source_of
 from agentmem.lexical import terms
 
 # Lines that introduce someone else's words inside a trusted tool's output.
@@ -62,7 +61,7 @@ def statements_of(corpus, history: list[dict], upto: int, patterns: list[str]) -
     from agentmem.messages import text_of
 
     rows = np.flatnonzero(corpus.position < upto)
-    sources_by_position = [source_of(history[p], history[:p]) for p in range(upto)]
+    sources_by_position = corpus.sources[:upto]  # computed once per turn when the corpus grew
     texts, sources, trust, relayed = [], [], [], []
     third_party_from: dict[int, int] = {}
     for position in range(upto):

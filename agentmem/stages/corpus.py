@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from agentmem.ingest import source_of
 from agentmem.lexical import BM25Index, terms
 from agentmem.messages import text_of
 from agentmem.models.embedder import DIMENSION, from_bytes
@@ -34,6 +35,7 @@ class Corpus:
 
     chains: list[str] = field(default_factory=list)
     rows_of: list[range] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # per position: user, system, assistant, tool:NAME
     position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     spans: list[tuple[int, int]] = field(default_factory=list)
     tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -93,6 +95,7 @@ def _consistent(corpus: Corpus, chains: list[str]) -> bool:
 
 @dataclass
 class _Rows:
+    sources: list[str]
     sentences_per_position: list[int]
     position: list[int]
     spans: list[tuple[int, int]]
@@ -103,10 +106,11 @@ class _Rows:
 async def _new_rows(context, start: int, upto: int) -> _Rows:
     history = context.history
     stored = await _stored_vectors(context, start, upto)
-    counts, positions, spans, texts = [], [], [], []
+    counts, positions, spans, texts, sources = [], [], [], [], []
     vectors: list[np.ndarray | None] = []
     for position in range(start, upto):
         text = text_of(history[position])
+        sources.append(source_of(history[position], history[:position]))
         found = [(s.start, s.end) for s in split_sentences(text)]
         cached = stored.get(position)
         usable = cached is not None and cached.shape[0] == len(found)
@@ -124,11 +128,12 @@ async def _new_rows(context, start: int, upto: int) -> _Rows:
         for i, row in zip(missing, fresh):
             vectors[i] = row
     matrix = np.vstack(vectors).astype(np.float32) if vectors else np.zeros((0, DIMENSION), np.float32)
-    return _Rows(counts, positions, spans, texts, matrix)
+    return _Rows(sources, counts, positions, spans, texts, matrix)
 
 
 def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
     first = len(corpus.spans)
+    corpus.sources.extend(rows.sources)
     for count in rows.sentences_per_position:
         corpus.rows_of.append(range(first, first + count))
         first += count

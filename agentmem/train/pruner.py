@@ -23,6 +23,7 @@ from torch import nn
 
 from agentmem.models.provence import ProvenceModel
 from agentmem.models.pruner import Pruner
+from agentmem.train.loop import Optimisation
 from agentmem.train.pruner_data import Example, build_training_set
 
 
@@ -78,32 +79,19 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
     log(f"{len(encoded)} training examples ({sum(e.relevant for e in examples)} relevant), device {device}")
 
     model.to(device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     steps = epochs * math.ceil(len(encoded) / batch_size)
-    warmup = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))))
+    optimisation = Optimisation(model, lr=lr, steps=steps, warmup_divisor=20, log=log, every=10,
+                                started=started)
     token_loss = nn.CrossEntropyLoss(ignore_index=-100)
     rank_loss = nn.BCEWithLogitsLoss()
     rng = random.Random(seed)
-    step = 0
     for epoch in range(epochs):
-        running = 0.0
+        optimisation.new_epoch()
         for ids, mask, labels, relevant in _batches(encoded, batch_size, tokenizer.pad_token_id, rng):
             ids, mask, labels, relevant = ids.to(device), mask.to(device), labels.to(device), relevant.to(device)
             ranking, tokens = model(ids, mask)
             loss = token_loss(tokens.reshape(-1, 2), labels.reshape(-1)) + rank_weight * rank_loss(ranking, relevant)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-            running += loss.item()
-            step += 1
-            if step % 10 == 0:
-                log(f"epoch {epoch + 1} step {step}/{steps} loss {running / 10:.4f} "
-                    f"({time.time() - started:.0f}s)")
-                running = 0.0
+            optimisation.step(loss, epoch)
     model.to("cpu").eval()
     metrics = _choose_thresholds(pruner, dev_file or data_dir / "prune" / "squad_dev.jsonl")
     config.agentmem_sentence_rule = metrics["rule"]
