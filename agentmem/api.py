@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from agentmem.identity import session_id_for
 from agentmem.ingest import (build_turns, chain_hashes, embed_turns, message_tokens, messages_tokens,
                              tools_tokens)
 from agentmem.messages import check_conversation, message_hash, chain_hash, parse_chat_request
+from agentmem.metrics import Metrics
 from agentmem.models.embedder import Embedder, default_embedder
 from agentmem.models.runtime import run_inference
 from agentmem.policy import Policy, load_policy
@@ -39,6 +41,7 @@ from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
 from agentmem.validate import OutgoingInvalid, validate_outgoing
 
 log = logging.getLogger("agentmem")
+_SYNC_LOCK = threading.Lock()
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Hygiene:
         self._background: set[asyncio.Task] = set()
         self._sync = None
         self._policies: dict[str, Policy] = {}
+        self.metrics = Metrics()
 
     # -- resources ---------------------------------------------------------------------------
 
@@ -83,14 +87,20 @@ class Hygiene:
         return store
 
     async def aclose(self) -> None:
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        """Finish this loop's background work and close this loop's store."""
         loop = asyncio.get_running_loop()
+        mine = [task for task in self._background if task.get_loop() is loop]
+        if mine:
+            await asyncio.gather(*mine, return_exceptions=True)
         store = self._stores.pop(loop, None)
         if store is not None:
             await store.close()
 
     def close(self) -> None:
+        """Close everything (from sync code): the sync bridge's loop and the embedded Redis.
+
+        Stores opened on other running loops are closed by ``aclose`` on those loops.
+        """
         if self._sync is not None:
             self._sync.run(self.aclose())
             self._sync.stop()
@@ -98,9 +108,28 @@ class Hygiene:
         self.connector.close()
 
     async def drain(self) -> None:
-        """Wait for background work (embeddings of the latest turns) to finish."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        """Wait for this loop's background work (embeddings of the latest turns) to finish."""
+        loop = asyncio.get_running_loop()
+        while mine := [task for task in self._background if task.get_loop() is loop]:
+            await asyncio.gather(*mine, return_exceptions=True)
+
+    def run_sync(self, coroutine):
+        """Run a coroutine of this engine from sync code, on the engine's private loop.
+
+        One long-lived loop (not ``asyncio.run`` per call) because redis-py pools belong to
+        the loop that made them. Used by ``completion`` and the sync paths of the adapters.
+        """
+        from agentmem.sync import SyncBridge
+
+        with _SYNC_LOCK:
+            if self._sync is None:
+                self._sync = SyncBridge()
+        return self._sync.run(coroutine)
+
+    def iterate_sync(self, iterator):
+        """A sync iterator over an async one, on the engine's private loop."""
+        self.run_sync(asyncio.sleep(0))  # make sure the bridge exists
+        return self._sync.iterate(iterator)
 
     def spawn(self, coroutine) -> asyncio.Task:
         """Background work that must finish even if the request that started it is gone."""
@@ -132,6 +161,8 @@ class Hygiene:
         """Everything before the provider call. Raises InvalidRequest before touching Redis."""
         started = time.perf_counter()
         parse_chat_request(body, check_structure=not stateful)
+        # Our own list: callers append the reply to theirs while background work still reads it.
+        body = {**body, "messages": list(body["messages"])}
         policy = self.policy_named(policy)
         handle = SessionHandle(tenant or self.tenant, session_id_for(body, session_id))
         if stateful and session_id is None and not (body.get("metadata") or {}).get("session_id"):
@@ -256,13 +287,9 @@ class Hygiene:
 
     def completion(self, model: str, messages: list[dict[str, Any]], **kwargs: Any):
         """Drop-in for ``litellm.completion`` (runs the async path on a private loop)."""
-        from agentmem.sync import SyncBridge
-
-        if self._sync is None:
-            self._sync = SyncBridge()
-        result = self._sync.run(self.acompletion(model, messages, **kwargs))
+        result = self.run_sync(self.acompletion(model, messages, **kwargs))
         if kwargs.get("stream"):
-            return self._sync.iterate(result)
+            return self.iterate_sync(result)
         return result
 
 
@@ -399,6 +426,7 @@ class PreparedCall:
                         self.hygiene.spawn(self._embed(turns))
         finally:
             await self.release()
+            self.hygiene.metrics.observe(report)
 
     async def _fail(self, error: BaseException) -> None:
         if self.done:
@@ -413,6 +441,7 @@ class PreparedCall:
                                             ttl=self.policy.ttl_seconds)
         finally:
             await self.release()
+            self.hygiene.metrics.observe(self.report)
 
     async def release(self) -> None:
         await self.stack.aclose()

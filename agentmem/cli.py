@@ -1,4 +1,4 @@
-"""The ``agentmem`` command: serve, bench, sessions, policies, echo-upstream."""
+"""The ``agentmem`` command: serve, inspect, bench, train, sessions, policies, echo-upstream."""
 
 from __future__ import annotations
 
@@ -30,18 +30,45 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
           policy: Optional[str] = typer.Option(None, help="Preset name or YAML path (default: 'default')."),
           config: Optional[Path] = typer.Option(None, help="YAML settings file (see README)."),
           redis_url: Optional[str] = typer.Option(None, help="Use this Redis instead of the embedded one."),
-          log_level: str = typer.Option("info", help="uvicorn log level.")):
+          log_level: str = typer.Option("info", help="uvicorn log level."),
+          log_format: str = typer.Option("text", help="'json': one JSON object per log line "
+                                         "(each call's line carries its session and report ids).")):
     """Run the OpenAI-compatible proxy (embedded Redis, no config needed)."""
     import uvicorn
 
     from agentmem.config import Settings
+    from agentmem.metrics import configure_logging
     from agentmem.proxy import create_app
+
+    if log_format not in {"text", "json"}:
+        raise typer.BadParameter("use 'text' or 'json'", param_hint="--log-format")
+    configure_logging(log_format, log_level)
 
     settings = Settings.load(config, policy=policy, redis_url=redis_url)
     console.print(f"agentmem on http://{host}:{port}/v1  policy={settings.policy}  "
                   f"store={settings.redis_url or 'embedded'}")
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
                 timeout_graceful_shutdown=10)
+
+
+@app.command()
+def inspect(session_id: str, tenant: str = typer.Option("default"),
+            call: Optional[str] = typer.Option(None, help="Which call's decisions to lay over the "
+                                               "turns: its number (1 = first) or report id prefix; "
+                                               "default the latest.")):
+    """Show a session: its calls, what each removed from the turns, quarantine, tool loadout."""
+    from agentmem.inspection import load_view, pick_report, render
+    from agentmem.store import SessionHandle
+
+    view = _run(_with_store(lambda store: load_view(store, SessionHandle(tenant, session_id))))
+    if view is None:
+        console.print(f"no session {session_id!r} for tenant {tenant!r}")
+        raise typer.Exit(1)
+    report = pick_report(view, call)
+    if call is not None and report is None:
+        console.print(f"no call {call!r} in session {session_id!r}")
+        raise typer.Exit(1)
+    render(view, report, console)
 
 
 @app.command("echo-upstream")

@@ -139,3 +139,28 @@ async def _stream(completion_id, created, model, content, calls, finish, usage, 
         yield piece
         await asyncio.sleep(0)
     yield b"data: [DONE]\n\n"
+
+
+def serve_in_thread(port: int = 0) -> tuple[str, FastAPI]:
+    """Start the echo upstream on a daemon thread (examples, notebooks); returns its /v1 URL.
+
+    ``port=0`` picks a free port. The app is returned so a caller can read what it received.
+    """
+    import socket
+    import threading
+
+    import uvicorn
+
+    if port == 0:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+    app = create_echo_app()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError(f"the echo upstream could not start on port {port}")
+        time.sleep(0.02)
+    return f"http://127.0.0.1:{port}/v1", app

@@ -118,3 +118,32 @@ async def test_user_changing_their_mind_quarantines_the_older_statement(tmp_path
     finally:
         await hygiene.aclose()
         hygiene.connector.close()
+
+
+async def test_caller_appending_to_its_history_list_does_not_confuse_the_engine(upstream, received, tmp_path):
+    """Library users append the reply to the list they passed while background work still runs."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+
+    hygiene = Hygiene("guarded", settings=Settings(data_dir=tmp_path))
+    session_id, history = f"mind-{uuid.uuid4().hex[:8]}", []
+    try:
+        for text in ["I am vegetarian, so please no meat. Plan three dinners for me.",
+                     "Can you add a dessert to the second one?", "I eat meat every day. Change the plan."]:
+            history.append({"role": "user", "content": text})
+            reply = await hygiene.acompletion("openai/echo", history, session_id=session_id,
+                                              api_base=upstream.url + "/v1", api_key="sk-local")
+            history.append(reply.choices[0].message.model_dump(exclude_none=True))
+            await hygiene.drain()
+        sent = received.requests()[-1]["messages"]
+        assert sent[0]["content"] == "Plan three dinners for me."  # the older statement withheld
+        assert sent[-1]["content"] == "I eat meat every day. Change the plan."
+        from agentmem.stages.corpus import _cache
+
+        corpus = _cache[f"default\x00{session_id}"]
+        assert len(corpus.sources) == corpus.covered == len(corpus.rows_of)
+        assert corpus.position.tolist() == sorted(corpus.position.tolist())
+        assert len(corpus.position) == sum(len(r) for r in corpus.rows_of)
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()

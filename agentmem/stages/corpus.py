@@ -67,6 +67,10 @@ async def corpus_for(context, upto: int) -> Corpus:
 
         context.chains = chain_hashes(context.history)
     key, chains = _cache_key(context), context.chains
+    if len(chains) < upto:  # never pair rows with the wrong turns' hashes
+        from agentmem.ingest import chain_hashes
+
+        chains = chain_hashes(context.history[:upto])
     for _ in range(3):  # another call (or a background task) may extend it while we await
         corpus = _cache.get(key)
         if corpus is None or not _consistent(corpus, chains):

@@ -14,6 +14,8 @@ split: they go whole, or their messages shrink (to their best sentence at least)
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -234,7 +236,9 @@ def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], sc
     """The message with only its kept sentences; one decision lists every removed span."""
     text = candidate.text
     kept = [text[a:b] for (a, b), k in zip(candidate.spans, keep) if k]
-    removed = [(span, score) for span, k, score in zip(candidate.spans, keep, scores) if not k]
+    # A span without a finite score was withheld by quarantine, whose decision reports it.
+    removed = [(span, score) for span, k, score in zip(candidate.spans, keep, scores)
+               if not k and math.isfinite(score)]
     if removed:
         run.decisions.append(Decision.model_construct(  # trusted fields, built in bulk
             action="prune_spans", message_index=candidate.index, position=candidate.index,
