@@ -161,8 +161,6 @@ class Hygiene:
         """Everything before the provider call. Raises InvalidRequest before touching Redis."""
         started = time.perf_counter()
         parse_chat_request(body, check_structure=not stateful)
-        # Our own list: callers append the reply to theirs while background work still reads it.
-        body = {**body, "messages": list(body["messages"])}
         policy = self.policy_named(policy)
         handle = SessionHandle(tenant or self.tenant, session_id_for(body, session_id))
         if stateful and session_id is None and not (body.get("metadata") or {}).get("session_id"):
@@ -423,6 +421,9 @@ class PreparedCall:
                     report.warnings.append(message)
                 else:
                     if turns and self.policy.embed:
+                        # Our own list: a caller appends the reply to theirs as soon as we
+                        # return, while the background work below still reads the history.
+                        self.history = list(self.history)
                         self.hygiene.spawn(self._embed(turns))
         finally:
             await self.release()

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agentmem.lexical import terms
-from agentmem.quarantine.statements import Statements, canonical_claim, is_claim
+from agentmem.quarantine.statements import Statements, canonical_claim
 
 
 @dataclass
@@ -40,14 +39,14 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     persist on their own). ``confirmed``: vectors of claims a human confirmed."""
     claimant = np.asarray([t in {"assistant", "untrusted"} or bool(r)
                            for t, r in zip(statements.trust, statements.relayed)], dtype=bool)
-    claim_rows = [int(i) for i in np.flatnonzero(claimant & (statements.position >= since_position))
-                  if is_claim(statements.texts[i])]
+    claim_rows = [i for i in np.flatnonzero(claimant & (statements.position >= since_position)).tolist()
+                  if len(statements.words[i]) >= 3 and not statements.texts[i].rstrip().endswith("?")]
     if len(claim_rows) < 2:
         return []
     authority = [i for i in range(statements.size) if not claimant[i]
                  and statements.trust[i] in {"system", "user", "tool"}
                  and not statements.texts[i].rstrip().endswith("?")]
-    words = {row: set(terms(statements.texts[row])) for row in claim_rows}
+    words = {row: set(statements.words[row]) for row in claim_rows}
     findings = []
     for group in _group(statements, claim_rows, words, settings):
         positions = sorted({int(statements.position[r]) for r in group})
@@ -59,7 +58,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             continue
         usable = [i for i in authority if statements.trust[i] != "user"
                   or int(statements.position[i]) < positions[0]]
-        vocabulary = set().union(*(terms(statements.texts[i]) for i in usable)) if usable else set()
+        vocabulary = set().union(*(statements.words[i] for i in usable)) if usable else set()
         anchors = _recurring(group, words, statements) - vocabulary
         if not anchors:
             continue  # every recurring detail is in an authority's own words: supported
@@ -84,7 +83,7 @@ def _group(statements: Statements, rows: list[int], words: dict[int, set[str]], 
     rare term: used in few turns of the session)."""
     turns_with: dict[str, set[int]] = {}
     for row in range(statements.size):  # document frequency over the whole session
-        for word in terms(statements.texts[row]):
+        for word in statements.words[row]:
             turns_with.setdefault(word, set()).add(int(statements.position[row]))
     total_turns = len({int(p) for p in statements.position})
     rare = {w for w, seen in turns_with.items() if len(seen) <= max(4, total_turns // 3)}

@@ -50,6 +50,7 @@ class Statements:
     sources: list[str]
     trust: list[str]
     relayed: np.ndarray  # a trusted tool's sentence that carries third-party text
+    words: list[list[str]]  # content words per sentence (computed once, in the corpus)
 
     @property
     def size(self) -> int:
@@ -60,28 +61,25 @@ def statements_of(corpus, history: list[dict], upto: int, patterns: list[str]) -
     """The statements of history[:upto], from a corpus that covers at least that much."""
     from agentmem.messages import text_of
 
-    rows = np.flatnonzero(corpus.position < upto)
+    rows = np.flatnonzero(corpus.position < upto).tolist()
     sources_by_position = corpus.sources[:upto]  # computed once per turn when the corpus grew
-    texts, sources, trust, relayed = [], [], [], []
+    trust_of = {source: trust_class(source, patterns) for source in set(sources_by_position)}
     third_party_from: dict[int, int] = {}
     for position in range(upto):
-        source = sources_by_position[position]
-        if trust_class(source, patterns) == "tool":
+        if trust_of[sources_by_position[position]] == "tool":
             match = _THIRD_PARTY.search(text_of(history[position]))
             if match:
                 third_party_from[position] = match.start()
-    for row in rows:
-        position = int(corpus.position[row])
-        a, b = corpus.spans[row]
-        text = text_of(history[position])[a:b]
-        source = sources_by_position[position]
-        texts.append(text)
-        sources.append(source)
-        trust.append(trust_class(source, patterns))
-        start = third_party_from.get(position)
-        relayed.append(start is not None and b > start)
-    return Statements(corpus.position[rows], [corpus.spans[r] for r in rows], texts,
-                      corpus.vectors[rows], sources, trust, np.asarray(relayed, dtype=bool))
+    positions = corpus.position[rows]
+    sources = [sources_by_position[p] for p in positions.tolist()]
+    relayed = np.zeros(len(rows), dtype=bool)
+    if third_party_from:
+        for i, (row, position) in enumerate(zip(rows, positions.tolist())):
+            start = third_party_from.get(position)
+            relayed[i] = start is not None and corpus.spans[row][1] > start
+    return Statements(positions, [corpus.spans[r] for r in rows], [corpus.texts[r] for r in rows],
+                      corpus.vectors[rows], sources, [trust_of[s] for s in sources], relayed,
+                      [corpus.words[r] for r in rows])
 
 
 def canonical_claim(text: str) -> str:

@@ -38,6 +38,8 @@ class Corpus:
     sources: list[str] = field(default_factory=list)  # per position: user, system, assistant, tool:NAME
     position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     spans: list[tuple[int, int]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # per row: the sentence
+    words: list[list[str]] = field(default_factory=list)  # per row: its terms (lexical.terms)
     tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, DIMENSION), np.float32))
     lexical: BM25Index = field(default_factory=BM25Index)
@@ -48,7 +50,7 @@ class Corpus:
 
     @property
     def nbytes(self) -> int:
-        return self.vectors.nbytes + 64 * len(self.spans)
+        return self.vectors.nbytes + 64 * len(self.spans) + sum(len(t) for t in self.texts)
 
 
 _cache: OrderedDict[str, Corpus] = OrderedDict()
@@ -141,8 +143,11 @@ def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
     for count in rows.sentences_per_position:
         corpus.rows_of.append(range(first, first + count))
         first += count
-    for text in rows.texts:
-        corpus.lexical.add(terms(text))
+    words = [terms(text) for text in rows.texts]
+    for row_words in words:
+        corpus.lexical.add(row_words)
+    corpus.words.extend(words)
+    corpus.texts.extend(rows.texts)
     corpus.spans.extend(rows.spans)
     corpus.position = np.concatenate([corpus.position, np.asarray(rows.position, np.int64)])
     tokens = np.asarray([count_tokens(t) for t in rows.texts], np.int64)

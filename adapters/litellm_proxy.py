@@ -1,0 +1,260 @@
+"""agentmem inside LiteLLM's own proxy: a callback that cleans each chat request it routes.
+
+LiteLLM loads it from its ``config.yaml``::
+
+    litellm_settings:
+      callbacks: ["agentmem.adapters.litellm_proxy.handler"]
+
+The proxy calls these hooks of that one instance; they map onto the engine's two steps:
+
+* ``async_pre_call_hook`` runs ``Hygiene.prepare`` and rewrites ``data["messages"]`` and
+  ``data["tools"]`` in place, before LiteLLM routes the call (streaming calls included);
+* ``async_log_success_event`` stores the reply (LiteLLM hands it the assembled response, also
+  for streams) with ``PreparedCall.finish_with_response``;
+* ``async_log_failure_event`` and ``async_post_call_failure_hook`` end it with ``fail``;
+* ``async_post_call_response_headers_hook`` adds the ``X-Agentmem-*`` headers to the reply.
+
+The prepared call holds its session's lock between the pre-call hook and a callback, so the
+calls wait here keyed by LiteLLM's ``litellm_call_id`` (the proxy sets it before the hook and
+the logging callbacks receive it in ``kwargs``). A call whose callback never comes is failed
+after ``call_timeout_s`` (``AGENTMEM_LITELLM_CALL_TIMEOUT_S``, default 600 s), which releases
+the lock; otherwise the lock's keep-alive would hold the session forever.
+
+Tenants are LiteLLM teams (else a hash of the virtual key). The session is the client's
+``metadata.session_id``, else an ``X-Session-Id`` header, else the session LiteLLM read from
+its own session headers, else agentmem derives one from the conversation's opening. Policy,
+Redis and data folder come from ``AGENTMEM_POLICY``, ``AGENTMEM_REDIS_URL`` and
+``AGENTMEM_DATA_DIR``; a client may pick another preset with ``X-Agentmem-Policy`` (preset
+names only, never a file path) unless the settings forbid it.
+
+LiteLLM has no shutdown hook for callbacks, so an embedded Redis started here is stopped from
+``atexit``. Stop the proxy with SIGINT (Ctrl-C) for that: on SIGTERM uvicorn re-raises the
+signal and the process ends without running ``atexit`` (the next start reuses the server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import hashlib
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Coroutine
+
+from fastapi import HTTPException
+from litellm.integrations.custom_logger import CustomLogger
+
+from agentmem import Hygiene, Policy, PreparedCall
+from agentmem.errors import AgentmemError
+from agentmem.models.runtime import run_inference
+from agentmem.policy import preset_names
+
+log = logging.getLogger("agentmem.litellm_proxy")
+
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:@+=-]{1,200}$")
+_CHAT_CALL_TYPES = frozenset({"completion", "acompletion"})
+# The request fields the engine reads or rewrites; LiteLLM's own keys stay out of its view.
+_BODY_KEYS = ("model", "messages", "tools", "tool_choice", "functions", "function_call",
+              "parallel_tool_calls")
+_REWRITTEN_KEYS = ("messages", "tools", "tool_choice", "functions", "function_call")
+_GENERATED_SESSION_FLAG = "litellm_session_id_generated"  # litellm.constants, set for minted ids
+_KEPT_HEADER_SETS = 10_000  # headers waiting for a response-headers hook that may never come
+
+
+@dataclass
+class _Pending:
+    """A prepared call waiting for LiteLLM's callback, on the loop that owns its store."""
+
+    call: PreparedCall
+    loop: asyncio.AbstractEventLoop
+    timer: asyncio.TimerHandle
+
+
+class AgentmemCallback(CustomLogger):
+    """LiteLLM proxy callback running agentmem's hygiene on chat completions."""
+
+    def __init__(self, hygiene: Hygiene | None = None, *, policy: Policy | str | None = None,
+                 call_timeout_s: float | None = None) -> None:
+        super().__init__()
+        self._hygiene = hygiene  # built on first use: LiteLLM imports callbacks at config load
+        self.policy = policy
+        self.call_timeout_s = call_timeout_s or float(
+            os.environ.get("AGENTMEM_LITELLM_CALL_TIMEOUT_S", "600"))
+        self._pending: dict[str, _Pending] = {}
+        self._headers: collections.OrderedDict[str, dict[str, str]] = collections.OrderedDict()
+        self._warming: asyncio.Task | None = None
+        try:  # LiteLLM imports callbacks inside its startup event: load MiniLM there, not on a call
+            self._warming = asyncio.get_running_loop().create_task(self._warm())
+        except RuntimeError:
+            pass  # imported outside an event loop (a script, a test): models load on first use
+
+    @property
+    def hygiene(self) -> Hygiene:
+        if self._hygiene is None:
+            self._hygiene = Hygiene(self.policy)
+            atexit.register(self._hygiene.connector.close)
+        return self._hygiene
+
+    async def _warm(self) -> None:
+        try:
+            if self.hygiene.policy.embed:
+                await run_inference(self.hygiene.embedder.load)
+        except Exception:  # noqa: BLE001 - the first call will load (or report) it instead
+            log.warning("agentmem could not preload its models", exc_info=True)
+
+    def pending(self) -> int:
+        """How many calls hold a session lock while waiting for their callback."""
+        return len(self._pending)
+
+    # -- before the call ---------------------------------------------------------------------
+
+    async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict,
+                                  call_type: str) -> dict:
+        """Clean ``messages`` and ``tools``; LiteLLM routes the rewritten ``data``."""
+        call_id = data.get("litellm_call_id")
+        if call_type not in _CHAT_CALL_TYPES or not isinstance(data.get("messages"), list) \
+                or not call_id:
+            return data  # embeddings, Responses/Anthropic routes: not chat completions
+        # A proxy that re-runs its hooks (fallbacks) must not wait on its own session lock.
+        await self._settle(call_id, None, RuntimeError("the pre-call hook ran again for this call"))
+        body = {key: data[key] for key in _BODY_KEYS if key in data}
+        policy = self._policy_of(data)
+        try:
+            call = await self.hygiene.prepare(body, tenant=tenant_of(user_api_key_dict),
+                                              session_id=session_of(data), policy=policy)
+        except AgentmemError as error:
+            raise HTTPException(status_code=error.status_code, detail=error.to_body()["error"]) \
+                from None
+        except Exception:  # noqa: BLE001 - a bug of ours must not take the proxy's calls down
+            log.exception("agentmem failed; the request goes out unchanged")
+            return data
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(self.call_timeout_s, self._expire, call_id)
+        self._pending[call_id] = _Pending(call, loop, timer)
+        for key in _REWRITTEN_KEYS:
+            if key in call.outgoing:
+                if call.outgoing[key] in (None, []):
+                    data.pop(key, None)
+                else:
+                    data[key] = call.outgoing[key]
+        if "tools" in body and "tools" not in data:  # no tool left: nothing to choose among
+            data.pop("tool_choice", None)
+            data.pop("parallel_tool_calls", None)
+        self._headers[call_id] = call.headers()
+        while len(self._headers) > _KEPT_HEADER_SETS:
+            self._headers.popitem(last=False)
+        return data
+
+    def _policy_of(self, data: dict) -> str | None:
+        if not self.hygiene.settings.allow_policy_header:
+            return None
+        name = _headers_of(data).get("x-agentmem-policy")
+        if name is None:
+            return None
+        if name not in preset_names():  # a header must never name a file on the proxy's disk
+            raise HTTPException(status_code=400, detail={
+                "message": f"unknown policy {name!r}; presets: {preset_names()}",
+                "type": "invalid_request_error", "param": "X-Agentmem-Policy", "code": None})
+        return name
+
+    # -- after the call ----------------------------------------------------------------------
+
+    async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any,
+                                      end_time: Any) -> None:
+        """Store the reply; for streams LiteLLM passes the response assembled from the chunks."""
+        response = (kwargs.get("async_complete_streaming_response")
+                    or kwargs.get("complete_streaming_response") or response_obj)
+        await self._settle(kwargs.get("litellm_call_id"), response, None)
+
+    async def async_log_failure_event(self, kwargs: dict, response_obj: Any, start_time: Any,
+                                      end_time: Any) -> None:
+        error = kwargs.get("exception") or RuntimeError("the LiteLLM call failed")
+        await self._settle(kwargs.get("litellm_call_id"), None, error)
+
+    async def async_post_call_failure_hook(self, request_data: dict, original_exception: Exception,
+                                           user_api_key_dict: Any,
+                                           traceback_str: str | None = None) -> None:
+        """Also covers calls rejected after our hook, which never reach a provider."""
+        await self._settle(request_data.get("litellm_call_id"), None, original_exception)
+
+    async def async_post_call_response_headers_hook(
+            self, data: dict, user_api_key_dict: Any, response: Any,
+            request_headers: dict[str, str] | None = None,
+            litellm_call_info: dict[str, object] | None = None) -> dict[str, str] | None:
+        return self._headers.pop(data.get("litellm_call_id") or "", None)
+
+    async def _settle(self, call_id: str | None, response: Any,
+                      error: BaseException | None) -> None:
+        """Finish or fail the pending call (once), on the event loop that prepared it."""
+        pending = self._pending.pop(call_id, None) if call_id else None
+        if pending is None:
+            return
+        call = pending.call
+        if error is not None:
+            outcome: Coroutine[Any, Any, None] = call.fail(error)
+        elif getattr(response, "choices", None):
+            outcome = call.finish_with_response(response)
+        else:
+            outcome = call.finish(None)
+        running = asyncio.get_running_loop()
+        if running is pending.loop:
+            pending.timer.cancel()
+            await outcome
+        else:  # LiteLLM ran this callback elsewhere; the store's connections live on that loop
+            pending.loop.call_soon_threadsafe(pending.timer.cancel)
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(outcome, pending.loop))
+
+    def _expire(self, call_id: str) -> None:
+        pending = self._pending.pop(call_id, None)
+        if pending is not None:
+            log.warning("call %s: no LiteLLM callback after %gs; releasing its session",
+                        call_id, self.call_timeout_s)
+            self.hygiene.spawn(pending.call.fail(TimeoutError(
+                f"no LiteLLM callback within {self.call_timeout_s:g}s")))
+
+
+def tenant_of(user_api_key_dict: Any) -> str:
+    """The LiteLLM team, else a hash of the key (never the key itself), else ``default``."""
+    team = getattr(user_api_key_dict, "team_id", None)
+    if isinstance(team, str) and team:
+        return team if TENANT_PATTERN.match(team) else "team-" + _digest(team)
+    key = getattr(user_api_key_dict, "token", None) or getattr(user_api_key_dict, "api_key", None)
+    if isinstance(key, str) and key:
+        return "key-" + _digest(key)
+    return "default"
+
+
+def session_of(data: dict) -> str | None:
+    """The client's session id, if it sent one; ``None`` lets agentmem derive it."""
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    requested = metadata.get("requester_metadata")  # the client's own metadata, as sent
+    if isinstance(requested, dict) and requested.get("session_id") is not None:
+        return requested["session_id"]
+    header = _headers_of(data).get("x-session-id")
+    if header:
+        return header
+    if metadata.get("session_id") is not None and not metadata.get(_GENERATED_SESSION_FLAG):
+        return metadata["session_id"]  # from LiteLLM's session headers, or a client metadata
+    return None
+
+
+def _headers_of(data: dict) -> dict[str, str]:
+    request = data.get("proxy_server_request")
+    headers = request.get("headers") if isinstance(request, dict) else None
+    if not isinstance(headers, dict):
+        metadata = data.get("metadata")
+        headers = metadata.get("headers") if isinstance(metadata, dict) else None
+    if not isinstance(headers, dict):
+        return {}
+    return {str(k).lower(): v for k, v in headers.items() if isinstance(v, str)}
+
+
+def _digest(value: str) -> str:
+    return hashlib.blake2b(value.encode(), digest_size=8).hexdigest()
+
+
+handler = AgentmemCallback()
+"""The instance ``litellm_settings.callbacks`` names; settings come from the environment."""

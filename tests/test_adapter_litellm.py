@@ -1,0 +1,243 @@
+"""The LiteLLM proxy plugin, for real: ``litellm --config`` with the agentmem callback.
+
+LiteLLM's proxy runs as its users run it (a subprocess, started once for the module) against
+the echo upstream, with agentmem's embedded Redis in a temporary folder. The tests assert what
+reached the upstream and what the session stored, read back from that Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from agentmem import Hygiene, Policy
+from agentmem.adapters.litellm_proxy import AgentmemCallback, session_of, tenant_of
+from agentmem.config import Settings
+from agentmem.store import RedisConnector, SessionHandle, SessionStore
+from agentmem.store.connection import _embedded_running
+from agentmem.store.keys import tenant_index
+from tests.servers import free_port
+
+TOOL_NAMES = ["get_weather", "send_email", "create_invoice", "search_flights", "book_hotel",
+              "translate_text", "convert_currency", "get_stock_price", "schedule_meeting",
+              "create_ticket", "resize_image", "run_sql_query", "order_pizza", "track_package",
+              "set_reminder", "play_music", "read_calendar", "post_tweet", "summarize_pdf",
+              "lookup_recipe", "find_restaurant", "call_taxi", "check_traffic", "compute_route",
+              "get_news", "pay_bill", "open_door", "measure_air_quality", "buy_stock",
+              "rename_file", "delete_backup", "start_vm"]
+TOOLS = [{"type": "function", "function": {
+    "name": name, "description": f"{name.replace('_', ' ').capitalize()} for the user.",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}
+    for name in TOOL_NAMES]
+WEATHER = 'What is the weather in Paris right now? [[tool:get_weather {"query": "Paris"}]]'
+
+
+@dataclass
+class LiteLLMProxy:
+    url: str
+    key: str
+    data_dir: Path
+
+    def client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.key, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def litellm_proxy(upstream, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("litellm-proxy")
+    config = {
+        "model_list": [{"model_name": "echo", "litellm_params": {
+            "model": "openai/echo", "api_base": f"{upstream.url}/v1", "api_key": "sk-echo"}}],
+        "litellm_settings": {"callbacks": ["agentmem.adapters.litellm_proxy.handler"]},
+        "router_settings": {"num_retries": 0},  # a failing upstream fails at once
+        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    key, port, data_dir = f"sk-test-{secrets.token_hex(16)}", free_port(), folder / "agentmem"
+    env = {**os.environ, "LITELLM_MASTER_KEY": key, "AGENTMEM_POLICY": "agent",
+           "AGENTMEM_DATA_DIR": str(data_dir), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "LITELLM_TELEMETRY": "False", "DISABLE_SCHEMA_UPDATE": "True", "HF_HUB_OFFLINE": "1"}
+    for name in ("DATABASE_URL", "AGENTMEM_REDIS_URL", "AGENTMEM_CONFIG", "AGENTMEM_API_KEYS"):
+        env.pop(name, None)
+    log = folder / "litellm.log"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("litellm")), "--config", str(folder / "config.yaml"),
+         "--port", str(port), "--host", "127.0.0.1"],
+        env=env, cwd=folder, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while True:
+        if process.poll() is not None or time.time() > deadline:
+            process.kill()
+            pytest.fail(f"litellm did not start:\n{log.read_text(errors='replace')[-4000:]}")
+        try:
+            if httpx.get(f"{url}/health/liveliness", timeout=2).is_success:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    yield LiteLLMProxy(url, key, data_dir)
+    # SIGINT: on SIGTERM uvicorn re-raises the signal and the process dies without its atexit
+    # handlers, where the plugin stops the embedded Redis it started.
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    assert not _embedded_running(data_dir / "agentmem.rdb.settings"), \
+        "the plugin left its embedded Redis running"
+
+
+async def stored(data_dir: Path, session_id: str) -> tuple[str | None, list, list]:
+    """(tenant, active turns, reports) of a session, read from the proxy's embedded Redis."""
+    connector = RedisConnector(directory=data_dir)
+    store = SessionStore(connector.client())
+    try:
+        async for key in store.redis.scan_iter(match=tenant_index("*")):
+            tenant = key.decode().split("{", 1)[1].split("}", 1)[0]
+            handle = SessionHandle(tenant, session_id)
+            turns = await store.active_turns(handle)
+            if turns:
+                return tenant, turns, await store.reports(handle)
+        return None, [], []
+    finally:
+        await store.close()
+        connector.close()
+
+
+async def wait_for_turns(data_dir: Path, session_id: str, count: int) -> tuple[str | None, list, list]:
+    """LiteLLM runs its success callbacks after the reply is out, so the write lands shortly after."""
+    deadline = time.time() + 30
+    while True:
+        tenant, turns, reports = await stored(data_dir, session_id)
+        if len(turns) >= count or time.time() > deadline:
+            return tenant, turns, reports
+        await asyncio.sleep(0.2)
+
+
+def session() -> str:
+    return f"lt-{secrets.token_hex(6)}"
+
+
+async def test_tools_are_filtered_and_history_is_stored(litellm_proxy, received):
+    client, sid = litellm_proxy.client(), session()
+    messages = [{"role": "system", "content": "You are an operations assistant with tools."},
+                {"role": "user", "content": WEATHER}]
+    raw = client.chat.completions.with_raw_response.create(
+        model="echo", messages=messages, tools=TOOLS, extra_headers={"X-Session-Id": sid})
+    reply = raw.parse().choices[0].message
+    [sent] = received.requests()
+    names = [t["function"]["name"] for t in sent["tools"]]
+    assert "get_weather" in names and len(names) < len(TOOLS)
+    assert raw.headers["x-agentmem-session"] == sid
+    assert raw.headers["x-agentmem-policy"] == "agent"
+    assert raw.headers["x-agentmem-tools-offered"] == str(len(TOOLS))
+    assert raw.headers["x-agentmem-tools-kept"] == str(len(names))
+    assert reply.tool_calls[0].function.name == "get_weather"
+
+    tenant, turns, _ = await wait_for_turns(litellm_proxy.data_dir, sid, 3)
+    assert tenant.startswith("key-") and litellm_proxy.key not in tenant  # a hash, not the key
+    assert [t.role for t in turns] == ["system", "user", "assistant"]
+
+    messages += [reply.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": "21 C, sunny"}]
+    second = client.chat.completions.create(model="echo", messages=messages, tools=TOOLS,
+                                            extra_headers={"X-Session-Id": sid})
+    assert second.choices[0].message.content == "tool results: 21 C, sunny"
+    _, turns, reports = await wait_for_turns(litellm_proxy.data_dir, sid, 5)
+    assert [t.role for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
+    assert reports[-1].ingest.stored_turns == 3  # the first call's turns were matched, not re-sent
+    assert reports[-1].ingest.new_turns == 1
+    assert received.requests()[-1]["messages"][-1]["role"] == "tool"
+
+
+async def test_streamed_reply_is_stored_as_a_turn(litellm_proxy, received):
+    client, sid = litellm_proxy.client(), session()
+    messages = [{"role": "user", "content": "Please summarise the plan for the office move."}]
+    stream = client.chat.completions.create(model="echo", messages=messages, tools=TOOLS,
+                                            stream=True, metadata={"session_id": sid})
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text.startswith("echo: Please summarise")
+    [sent] = received.requests()
+    assert sent["stream"] is True and len(sent["tools"]) < len(TOOLS)
+
+    _, turns, reports = await wait_for_turns(litellm_proxy.data_dir, sid, 2)
+    assert [t.role for t in turns] == ["user", "assistant"]
+    assert turns[-1].message["content"] == text and not turns[-1].partial
+    assert reports[-1].status == "ok"
+
+
+async def test_invalid_request_is_rejected_before_the_upstream(litellm_proxy, received):
+    orphan = [{"role": "user", "content": "hi"},
+              {"role": "tool", "tool_call_id": "call_missing", "content": "result"}]
+    with pytest.raises(openai.BadRequestError, match="does not answer a tool call"):
+        litellm_proxy.client().chat.completions.create(model="echo", messages=orphan)
+    assert received.requests() == []
+
+
+async def test_upstream_failure_releases_the_session(litellm_proxy, received):
+    client, sid = litellm_proxy.client(), session()
+    with pytest.raises(openai.APIStatusError):
+        client.chat.completions.create(model="echo", extra_headers={"X-Session-Id": sid},
+                                       messages=[{"role": "user", "content": "fail [[status:503]]"}])
+    started = time.time()
+    client.chat.completions.create(model="echo", extra_headers={"X-Session-Id": sid},
+                                   messages=[{"role": "user", "content": "and now?"}])
+    assert time.time() - started < 20  # no wait on a lock left behind by the failed call
+    _, turns, reports = await wait_for_turns(litellm_proxy.data_dir, sid, 2)
+    assert [t.role for t in turns] == ["user", "assistant"]  # the failed call stored no turns
+    assert [r.status for r in reports] == ["error", "ok"]
+
+
+async def test_a_call_without_callback_is_released_after_the_timeout(tmp_path):
+    policy = Policy(name="plain", stages=[], embed=False, lock_wait_s=2)
+    hygiene = Hygiene(policy, settings=Settings(data_dir=tmp_path))
+    plugin = AgentmemCallback(hygiene, call_timeout_s=0.3)
+    auth = SimpleNamespace(team_id="team-a", token=None)
+
+    def data(call_id: str) -> dict:
+        return {"model": "echo", "litellm_call_id": call_id,
+                "messages": [{"role": "user", "content": "hello"}],
+                "metadata": {"requester_metadata": {"session_id": "stuck"}}}
+
+    try:
+        await plugin.async_pre_call_hook(auth, None, data("c1"), "acompletion")
+        assert plugin.pending() == 1
+        await asyncio.sleep(1.0)
+        assert plugin.pending() == 0
+        started = time.time()
+        await plugin.async_pre_call_hook(auth, None, data("c2"), "acompletion")  # lock is free
+        assert time.time() - started < 1.5
+        await plugin.async_log_failure_event({"litellm_call_id": "c2",
+                                              "exception": RuntimeError("done")}, None, None, None)
+        reports = await hygiene.store().reports(SessionHandle("team-a", "stuck"))
+        assert [r.status for r in reports] == ["error", "error"]
+        assert "no LiteLLM callback" in reports[0].error
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+
+
+def test_tenant_and_session_come_from_litellm():
+    assert tenant_of(SimpleNamespace(team_id="team-1", token="hashed")) == "team-1"
+    assert tenant_of(SimpleNamespace(team_id="a team/with slash", token=None)).startswith("team-")
+    keyed = tenant_of(SimpleNamespace(team_id=None, token="sk-secret"))
+    assert keyed.startswith("key-") and "secret" not in keyed
+    assert tenant_of(SimpleNamespace(team_id=None, token=None)) == "default"
+    headers = {"proxy_server_request": {"headers": {"X-Session-Id": "from-header"}}}
+    assert session_of(headers) == "from-header"
+    assert session_of({**headers, "metadata": {"requester_metadata": {"session_id": "mine"}}}) == "mine"
+    assert session_of({"metadata": {"session_id": "x", "litellm_session_id_generated": True}}) is None
+    assert session_of({"messages": []}) is None
