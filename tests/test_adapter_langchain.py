@@ -4,6 +4,7 @@ and what the session stored."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -190,3 +191,20 @@ def test_helpers():
     assert _openai_tool_choice("zzz", {"a"}) is None
     assert _session_key("thread-1") == "thread-1"
     assert _session_key("a thread/with spaces").startswith("lg-") and _session_key(None) is None
+
+
+def test_wrapped_chat_model_withholds_a_recurring_unsupported_claim(upstream, received, hygiene):
+    """The ``guarded`` policy through LangChain: the agent's repeated invention never reaches
+    the model, everything around it does."""
+    from langchain_core.messages import convert_to_messages
+
+    from tests.test_quarantine import SESSION
+
+    model = AgentmemChatModel(model=_chat(upstream), hygiene=hygiene, policy="guarded",
+                              session_id=f"wrap-q-{uuid.uuid4().hex[:10]}")
+    users = [i for i, m in enumerate(SESSION) if m["role"] == "user"]
+    for end in users:  # the conversation as it grew, one call per user turn
+        model.invoke(convert_to_messages(SESSION[: end + 1]))
+    sent = json.dumps(received.requests()[-1]["messages"])
+    assert "Maple Street" not in sent  # every repetition withheld
+    assert "shipped with UPS" in sent and "Bring your ID." in sent

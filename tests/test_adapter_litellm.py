@@ -8,6 +8,7 @@ reached the upstream and what the session stored, read back from that Redis.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import signal
@@ -241,3 +242,16 @@ def test_tenant_and_session_come_from_litellm():
     assert session_of({**headers, "metadata": {"requester_metadata": {"session_id": "mine"}}}) == "mine"
     assert session_of({"metadata": {"session_id": "x", "litellm_session_id_generated": True}}) is None
     assert session_of({"messages": []}) is None
+
+
+async def test_guarded_policy_withholds_the_repeated_claim(litellm_proxy, received):
+    """Quarantine through LiteLLM's proxy: a preset picked per request, the claim never sent."""
+    from tests.test_quarantine import SESSION
+
+    client, sid = litellm_proxy.client(), session()
+    for end in [i + 1 for i, m in enumerate(SESSION) if m["role"] == "user"]:
+        client.chat.completions.create(model="echo", messages=SESSION[:end], extra_headers={
+            "X-Session-Id": sid, "X-Agentmem-Policy": "guarded"})
+        await wait_for_turns(litellm_proxy.data_dir, sid, end + 1)  # stored before the next call
+    sent = json.dumps(received.requests()[-1]["messages"])
+    assert "Maple Street" not in sent and "shipped with UPS" in sent
