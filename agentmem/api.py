@@ -35,7 +35,7 @@ from agentmem.policy import Policy, load_policy
 from agentmem.report import Report
 from agentmem.stages import Draft, StageContext, build_stages, needs_query_vector
 from agentmem.stages.prune import query_of
-from agentmem.stages.query import prefetch
+from agentmem.stages.query import newest_user_sentences, prefetch
 from agentmem.store import RedisConnector, SessionHandle, SessionStore, StoreUnavailable
 from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
 from agentmem.validate import OutgoingInvalid, validate_outgoing
@@ -170,8 +170,11 @@ class Hygiene:
                         model=body.get("model"))
         report.ingest.stateful = stateful
         call = PreparedCall(self, policy, handle, body, report)
-        if needs_query_vector(policy, body["messages"]):  # embed it while the history is ingested
-            prefetch(query_of(body["messages"]))
+        # Embed the query (and the newest user sentences quarantine checks) while ingest runs.
+        early = [query_of(body["messages"])] if needs_query_vector(policy, body["messages"]) else []
+        early += newest_user_sentences(policy, body["messages"])
+        if early:
+            prefetch(*early)
         try:
             await self._ingest(call, stateful)
             await self._clean(call)
@@ -475,13 +478,14 @@ class PreparedCall:
         except Exception as error:  # noqa: BLE001 - a model fault never fails a call
             log.warning("session %s: embeddings failed: %s", self.handle.session_id, error)
             return
-        if "quarantine" in self.policy.stages and self.policy.quarantine.clash:
-            from agentmem.quarantine.background import detect_clashes_after
+        settings = self.policy.quarantine
+        if "quarantine" in self.policy.stages and (settings.clash or settings.poison):
+            from agentmem.quarantine.background import detect_after
 
             try:
-                await detect_clashes_after(self, turns)
+                await detect_after(self, turns)
             except Exception as error:  # noqa: BLE001 - detection never fails a call
-                log.warning("session %s: clash detection failed: %s", self.handle.session_id, error)
+                log.warning("session %s: quarantine detection failed: %s", self.handle.session_id, error)
 
 
 def reply_message(message: Any) -> dict[str, Any]:

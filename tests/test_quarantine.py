@@ -147,3 +147,33 @@ async def test_caller_appending_to_its_history_list_does_not_confuse_the_engine(
     finally:
         await hygiene.aclose()
         hygiene.connector.close()
+
+
+async def test_poison_in_our_stored_replies_is_found_after_the_reply(tmp_path):
+    """The usual flow: the replies are stored by us, each call brings only the user's message.
+    Detection runs after the reply (off the call path); the next call applies the records."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+    from agentmem.quarantine import QuarantineStore
+
+    hygiene = Hygiene("guarded", settings=Settings(data_dir=tmp_path))
+    session_id, history = f"bg-{uuid.uuid4().hex[:8]}", list(SESSION[:4])  # up to the tool result
+    replies = [m for m in SESSION[4:] if m["role"] == "assistant"]
+    users = [m for m in SESSION[4:] if m["role"] == "user"]
+    try:
+        for number, (reply, user) in enumerate(zip(replies, users)):
+            call = await hygiene.prepare({"model": "echo", "messages": history}, session_id=session_id)
+            assert call.report.ingest.new_turns == (4 if number == 0 else 1)  # ours, not resent
+            await call.finish(reply)
+            await hygiene.drain()
+            history += [reply, user]
+        handle = call.handle
+        records = await QuarantineStore(hygiene.store()).all(handle)
+        assert len(records) == 3 and all(CLAIM in r.text for r in records)  # found after reply 3
+        result = await hygiene.apply(history, session_id=session_id)
+        assert CLAIM not in json.dumps(result.messages) and "Bring your ID." in json.dumps(result.messages)
+        again = await QuarantineStore(hygiene.store()).all(handle)
+        assert sorted(r.id for r in again) == sorted(r.id for r in records)  # one record per sentence
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()

@@ -1,7 +1,9 @@
-"""Clash detection after the reply: the NLI work no call waits for.
+"""Detection after the reply: the work no call waits for.
 
 Runs once per call, on the call's new turns (the reply included), after their embeddings are
-stored. The next call applies whatever records this writes.
+stored: clashes of the new statements (NLI) and recurring unsupported claims (poison) over
+the session. The next call applies whatever records this writes. In the usual flow the
+reply is the only new assistant turn, so the call path has no poison work left to do.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from agentmem.stages.base import StageContext
 from agentmem.stages.corpus import corpus_for
 
 
-async def detect_clashes_after(call, turns) -> int:
-    """Find clashes of the new turns with earlier statements; returns records written."""
+async def detect_after(call, turns) -> int:
+    """Find clashes and poison involving the new turns; returns the records written."""
     from agentmem.quarantine.clash import load_nli
-    from agentmem.stages.quarantine import clash_records
+    from agentmem.stages.quarantine import QuarantineStage, clash_records
 
     policy, settings = call.policy, call.policy.quarantine
     history = list(call.history)
@@ -33,17 +35,20 @@ async def detect_clashes_after(call, turns) -> int:
                            stored_positions=len(history), chains=chains)
     corpus = await corpus_for(context, len(history))
     statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
+    qstore = QuarantineStore(call.store)
+    records = await qstore.all(call.handle)
+    known = {record.key: record for record in records}
+    turn_ids = await context.turn_ids(len(history))
+    fresh = []
     new_positions = {turn.position for turn in turns}
     new_rows = [row for row in range(statements.size) if int(statements.position[row]) in new_positions]
-    if not new_rows:
-        return 0
-    nli = await run_inference(load_nli, settings)
-    clashes = await run_inference(find_clashes, statements, new_rows, nli, settings)
-    if not clashes:
-        return 0
-    qstore = QuarantineStore(call.store)
-    known = {record.key: record for record in await qstore.all(call.handle)}
-    turn_ids = await context.turn_ids(len(history))
-    fresh = clash_records(clashes, statements, turn_ids, known, settings, detector="nli")
+    if settings.clash and new_rows:
+        nli = await run_inference(load_nli, settings)
+        clashes = await run_inference(find_clashes, statements, new_rows, nli, settings)
+        fresh += clash_records(clashes, statements, turn_ids, known, settings, detector="nli")
+    if settings.poison and new_rows:
+        row_of = {(turn_ids[int(p)], *span): row
+                  for row, (p, span) in enumerate(zip(statements.position, statements.spans))}
+        fresh += QuarantineStage.poison_records(statements, records, row_of, known, turn_ids, settings)
     await qstore.add(call.handle, fresh, ttl=policy.ttl_seconds)
     return len(fresh)

@@ -57,8 +57,9 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings) -> li
     """(older, newer) pairs worth an NLI check: same source, similar enough, most similar first."""
     pairs = []
     for row in new_rows:
-        if not is_claim(statements.texts[row]) and len(statements.texts[row].split()) < 3:
-            continue
+        text = statements.texts[row]
+        if text.rstrip().endswith("?") or (not is_claim(text) and len(text.split()) < 3):
+            continue  # a question asserts nothing; neither does "OK, thanks"
         position, source = int(statements.position[row]), statements.sources[row]
         earlier = [i for i in range(statements.size)
                    if statements.position[i] < position and statements.sources[i] == source

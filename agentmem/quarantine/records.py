@@ -9,8 +9,8 @@ share the session's lifetime.
 
 from __future__ import annotations
 
+import hashlib
 import time
-import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -21,7 +21,7 @@ Status = Literal["active", "released", "confirmed"]
 
 
 class QuarantineRecord(BaseModel):
-    id: str = Field(default_factory=lambda: f"q_{uuid.uuid4().hex[:16]}")
+    id: str = ""  # derived from kind, turn and span: detecting the same thing twice is one record
     kind: Literal["clash", "poison"]
     detector: str  # "nli:<model>", "judge:<model>", "recurrence"
     turn_id: int
@@ -37,6 +37,11 @@ class QuarantineRecord(BaseModel):
     status: Status = "active"
     created_at: float = Field(default_factory=time.time)
     history: list[dict[str, Any]] = Field(default_factory=list)  # status changes: what, when, who
+
+    def model_post_init(self, _context: Any) -> None:
+        if not self.id:
+            digest = hashlib.sha1(f"{self.kind}:{self.turn_id}:{self.span[0]}:{self.span[1]}".encode())
+            self.id = f"q_{digest.hexdigest()[:16]}"
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -66,8 +71,8 @@ class QuarantineStore:
         if not records:
             return
         async with self.store.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(handle.keys.quarantine,
-                      mapping={r.id: r.model_dump_json() for r in records})
+            for record in records:  # never overwrite: a released or confirmed record stays so
+                pipe.hsetnx(handle.keys.quarantine, record.id, record.model_dump_json())
             if ttl:
                 pipe.expire(handle.keys.quarantine, ttl)
             await pipe.execute()

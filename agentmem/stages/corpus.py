@@ -20,6 +20,7 @@ from agentmem.lexical import BM25Index, terms
 from agentmem.messages import text_of
 from agentmem.models.embedder import DIMENSION, from_bytes
 from agentmem.models.runtime import run_inference
+from agentmem.stages.query import prefetched
 from agentmem.text import count_tokens, split_sentences
 
 MAX_CACHED_BYTES = 512 * 1024 * 1024
@@ -126,6 +127,9 @@ async def _new_rows(context, start: int, upto: int) -> _Rows:
             spans.append((a, b))
             texts.append(text[a:b])
             vectors.append(cached[number] if usable else None)
+    for i, vector in enumerate(vectors):  # the newest message's sentences were prefetched
+        if vector is None:
+            vectors[i] = await prefetched(texts[i])
     missing = [i for i, v in enumerate(vectors) if v is None]
     if missing:
         from agentmem.models.embedder import default_embedder

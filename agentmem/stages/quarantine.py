@@ -1,12 +1,14 @@
 """The quarantine stage: withhold clashing and poisoned statements, record every decision.
 
 Call path, in order: read the session's records (one HGETALL); find poison with the cached
-sentence vectors (claims grouped by meaning, support looked up; numpy only); check the newest
+sentence vectors (claims grouped by meaning, support looked up; numpy only), but only when
+the client sent assistant or untrusted-tool turns no detection has seen; check the newest
 user message against the user's earlier statements with the NLI model (a few pairs, only
-when similar statements exist); then remove every active record's sentence from the outgoing
-messages. Everything else about clashes (assistant and tool statements) is found in the
-background after the reply (see ``detect_background``). Nothing is deleted: a record names a
-sentence of a stored turn, and releasing it puts the sentence back on the next call.
+when similar statements exist); then remove every active record's sentence from the
+outgoing messages. Everything else (clashes of assistant and tool statements, poison in our
+stored replies) is found after the reply (``quarantine.background``). Nothing is deleted: a
+record names a sentence of a stored turn, and releasing it puts the sentence back on the
+next call.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ class QuarantineStage:
                   for row, (p, span) in enumerate(zip(statements.position, statements.spans))}
         known = {r.key: r for r in records}
         fresh: list[QuarantineRecord] = []
-        if settings.poison:
-            fresh += self._poison(statements, records, row_of, known, turn_ids, settings)
+        if settings.poison and _unreviewed_claims(statements, context.stored_positions):
+            fresh += self.poison_records(statements, records, row_of, known, turn_ids, settings)
         if settings.clash:
             fresh += await self._newest_user_clash(statements, history, known, turn_ids, settings, context)
         if fresh and qstore:
@@ -54,7 +56,9 @@ class QuarantineStage:
         self._withhold(draft, context, [*records, *fresh], turn_ids, statements)
 
     @staticmethod
-    def _poison(statements: Statements, records, row_of, known, turn_ids, settings) -> list[QuarantineRecord]:
+    def poison_records(statements: Statements, records, row_of, known, turn_ids, settings
+                       ) -> list[QuarantineRecord]:
+        """New records for every occurrence of an unsupported recurring claim."""
         confirmed_rows = [row_of[r.key] for r in records
                           if r.kind == "poison" and r.status == "confirmed" and r.key in row_of]
         confirmed = statements.vectors[confirmed_rows] if confirmed_rows else None
@@ -151,6 +155,21 @@ class QuarantineStage:
                 reason=r.reason, detail={"record": r.id, "note": r.note}) for r in entries)
         draft.drop_indices(dropped)
         draft.replace_messages(replacements)
+
+
+def _unreviewed_claims(statements: Statements, stored_positions: int) -> bool:
+    """Whether the client sent claim-bearing turns that no detection has seen yet.
+
+    Stored turns were reviewed when they arrived: on the call path if the client sent them,
+    after the reply if they are our stored replies. So a call whose only new turn is the
+    user's message (the usual flow) skips poison detection and just applies the records.
+    """
+    new = statements.position >= stored_positions
+    if not new.any():
+        return False
+    trust = statements.trust
+    return any(trust[row] in {"assistant", "untrusted"} or statements.relayed[row]
+               for row in np.flatnonzero(new).tolist())
 
 
 def clash_records(clashes, statements: Statements, turn_ids: list[int], known: dict,

@@ -10,6 +10,7 @@ call never embed the same query twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import OrderedDict
 
 import numpy as np
@@ -21,17 +22,51 @@ _done: OrderedDict[str, np.ndarray] = OrderedDict()
 _pending: dict[tuple[int, str], asyncio.Task] = {}
 
 
-def prefetch(text: str) -> None:
-    """Start embedding ``text`` on the inference thread, unless it is known or under way."""
-    if not text or text in _done:
-        return
+def prefetch(*texts: str) -> None:
+    """Start embedding the texts (one batch) on the inference thread, unless known or under way."""
     loop = asyncio.get_running_loop()
-    key = (id(loop), text)
-    if key not in _pending:
-        task = loop.create_task(_compute(text))
-        task.add_done_callback(lambda done: (_pending.pop(key, None), done.exception()
-                                             if not done.cancelled() else None))
+    wanted = list(dict.fromkeys(t for t in texts if t and t not in _done
+                                and (id(loop), t) not in _pending))
+    if not wanted:
+        return
+    task = loop.create_task(_compute(wanted))
+    keys = [(id(loop), text) for text in wanted]
+    for key in keys:
         _pending[key] = task
+
+    def finished(done: asyncio.Task) -> None:
+        for key in keys:
+            _pending.pop(key, None)
+        if not done.cancelled():
+            done.exception()  # retrieved: a failure surfaces in query_vector, not as a warning
+
+    task.add_done_callback(finished)
+
+
+def newest_user_sentences(policy, messages: list[dict]) -> list[str]:
+    """The sentences of the newest user message, when the quarantine stage will check them
+    for clashes (the corpus picks their vectors up from here instead of embedding again)."""
+    if "quarantine" not in policy.stages or not policy.quarantine.clash:
+        return []
+    from agentmem.messages import text_of
+    from agentmem.text import split_sentences
+
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    text = text_of(last) if last is not None else ""
+    return [text[s.start:s.end] for s in split_sentences(text)]
+
+
+async def prefetched(text: str) -> np.ndarray | None:
+    """The vector of ``text`` if a prefetch computed it or is computing it (then wait for it:
+    embedding it a second time would compete for the same cores)."""
+    if text in _done:
+        return _done[text]
+    task = _pending.get((id(asyncio.get_running_loop()), text))
+    if task is None:
+        return None
+    with contextlib.suppress(Exception):
+        await asyncio.shield(task)
+    return _done.get(text)
 
 
 async def query_vector(text: str) -> np.ndarray:
@@ -40,14 +75,18 @@ async def query_vector(text: str) -> np.ndarray:
         _done.move_to_end(text)
         return _done[text]
     prefetch(text)
-    return await asyncio.shield(_pending[(id(asyncio.get_running_loop()), text)])
+    key = (id(asyncio.get_running_loop()), text)
+    if key in _pending:
+        await asyncio.shield(_pending[key])
+    return _done[text] if text in _done else (await _compute([text]))[0]
 
 
-async def _compute(text: str) -> np.ndarray:
+async def _compute(texts: list[str]) -> list[np.ndarray]:
     from agentmem.models.embedder import default_embedder
 
-    vector = (await run_inference(default_embedder().encode, [text]))[0]
-    _done[text] = vector
+    vectors = list(await run_inference(default_embedder().encode, texts))
+    for text, vector in zip(texts, vectors):
+        _done[text] = vector
     while len(_done) > _MEMO_SIZE:
         _done.popitem(last=False)
-    return vector
+    return vectors
