@@ -40,7 +40,7 @@ from langchain_core.runnables.config import ensure_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
-from agentmem.api import Hygiene, PreparedCall
+from agentmem.api import Hygiene, Call
 from agentmem.errors import InvalidRequest
 from agentmem.store.keys import ID_PATTERN
 from agentmem.report import Report
@@ -59,7 +59,7 @@ __all__ = ["AgentmemChatModel", "AgentmemMiddleware", "ReportHook"]
 class _Cleaned:
     """A request after hygiene: the caller's own objects, minus what agentmem removed."""
 
-    call: PreparedCall | None  # None when the request was passed through untouched
+    call: Call | None  # None when the request was passed through untouched
     messages: list[BaseMessage]
     tools: list[Any]
 
@@ -129,7 +129,7 @@ def _reply_dict(reply: AIMessage | None) -> dict[str, Any] | None:
     return convert_to_openai_messages(reply) if reply is not None else None
 
 
-def _stamp(reply: AIMessage | None, call: PreparedCall | None) -> None:
+def _stamp(reply: AIMessage | None, call: Call | None) -> None:
     """Tell the caller what changed, where LangChain users look: ``response_metadata``."""
     if reply is None or call is None:
         return
@@ -182,7 +182,7 @@ class _Engine:
             raise
 
     @staticmethod
-    def _map_back(call: PreparedCall, messages: list[BaseMessage],
+    def _map_back(call: Call, messages: list[BaseMessage],
                   incoming: list[dict[str, Any]], tools: list[Any],
                   names: list[str | None]) -> _Cleaned:
         """The cleaned request in the caller's objects: untouched messages are the originals,
@@ -224,7 +224,7 @@ class _Engine:
             await cleaned.call.fail(error)
             self._report(cleaned.call)
 
-    def _report(self, call: PreparedCall) -> None:
+    def _report(self, call: Call) -> None:
         if self.on_report is not None:
             try:
                 self.on_report(call.report)

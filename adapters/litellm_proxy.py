@@ -10,7 +10,7 @@ The proxy calls these hooks of that one instance; they map onto the engine's two
 * ``async_pre_call_hook`` runs ``Hygiene.prepare`` and rewrites ``data["messages"]`` and
   ``data["tools"]`` in place, before LiteLLM routes the call (streaming calls included);
 * ``async_log_success_event`` stores the reply (LiteLLM hands it the assembled response, also
-  for streams) with ``PreparedCall.finish_with_response``;
+  for streams) with ``Call.finish_with_response``;
 * ``async_log_failure_event`` and ``async_post_call_failure_hook`` end it with ``fail``;
 * ``async_post_call_response_headers_hook`` adds the ``X-Agentmem-*`` headers to the reply.
 
@@ -47,7 +47,7 @@ from typing import Any, Coroutine
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
-from agentmem import Hygiene, Policy, PreparedCall
+from agentmem import Hygiene, Policy, Call
 from agentmem.errors import AgentmemError
 from agentmem.models.runtime import run_inference
 from agentmem.policy import preset_names
@@ -68,7 +68,7 @@ _KEPT_HEADER_SETS = 10_000  # headers waiting for a response-headers hook that m
 class _Pending:
     """A prepared call waiting for LiteLLM's callback, on the loop that owns its store."""
 
-    call: PreparedCall
+    call: Call
     loop: asyncio.AbstractEventLoop
     timer: asyncio.TimerHandle
 

@@ -35,7 +35,7 @@ from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionChunk
 
-from agentmem.api import Hygiene, PreparedCall, reply_message
+from agentmem.api import Hygiene, Call, reply_message
 from agentmem.errors import AgentmemError, UpstreamError
 from agentmem.policy import Policy
 from agentmem.streaming import ReplyAssembler
@@ -123,7 +123,7 @@ class AgentmemTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-async def _relay_json(response: httpx.Response, call: PreparedCall,
+async def _relay_json(response: httpx.Response, call: Call,
                       request: httpx.Request) -> httpx.Response:
     """Read the whole completion, store its first choice as the reply, hand it on."""
     try:
@@ -141,7 +141,7 @@ async def _relay_json(response: httpx.Response, call: PreparedCall,
     return _response(response, call, request, content=content)
 
 
-async def _relay_error(response: httpx.Response, call: PreparedCall,
+async def _relay_error(response: httpx.Response, call: Call,
                        request: httpx.Request) -> httpx.Response:
     """The provider refused: record why, store none of the request's turns, pass it on."""
     try:
@@ -157,7 +157,7 @@ async def _relay_error(response: httpx.Response, call: PreparedCall,
     return _response(response, call, request, content=content)
 
 
-def _response(response: httpx.Response, call: PreparedCall, request: httpx.Request, *,
+def _response(response: httpx.Response, call: Call, request: httpx.Request, *,
               content: bytes | None = None, stream: httpx.AsyncByteStream | None = None
               ) -> httpx.Response:
     """The provider's response with agentmem's X-Agentmem-* headers added.
@@ -186,7 +186,7 @@ class _RecordingStream(httpx.AsyncByteStream):
     stored as a partial reply with the reason.
     """
 
-    def __init__(self, response: httpx.Response, call: PreparedCall):
+    def __init__(self, response: httpx.Response, call: Call):
         self.response = response
         self.call = call
         self.assembler = ReplyAssembler()

@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models load from disk unless a u
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from agentmem.api import Hygiene, HygieneResult, PreparedCall  # noqa: E402
+from agentmem.api import Hygiene, HygieneResult, Call  # noqa: E402
 from agentmem.policy import Policy, load_policy  # noqa: E402
 from agentmem.report import Report  # noqa: E402
 
@@ -43,5 +43,5 @@ def completion(model: str, messages: list[dict], **kwargs):
     return default_hygiene().completion(model, messages, **kwargs)
 
 
-__all__ = ["Hygiene", "HygieneResult", "Policy", "PreparedCall", "Report", "acompletion",
+__all__ = ["Hygiene", "HygieneResult", "Policy", "Call", "Report", "acompletion",
            "completion", "default_hygiene", "load_policy"]

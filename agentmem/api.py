@@ -3,41 +3,43 @@
 ``Hygiene.prepare`` is the whole per-request path: validate, resolve the session, lock it,
 match the client's history against the stored one, ingest new turns (sentences, tokens,
 embeddings), run the policy's stages on a draft, validate the draft, and hand back the
-clean request. ``PreparedCall.finish`` writes the new turns, the reply and the report in one
-transaction and releases the lock. The proxy and the library (``completion``,
-``acompletion``, ``apply``) are thin users of these two steps.
+clean request. ``Call.finish`` writes the new turns, the reply and the report in one
+transaction and releases the lock; after the reply, the stages' ``after_reply`` hooks run in
+the background. ``Hygiene.call`` owns that lifecycle (``async with hygiene.call(body) as
+call``); the proxy and the library (``completion``, ``acompletion``, ``apply``) use it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import threading
 import time
 import weakref
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import LockError
 
-from agentmem import upstream
 from agentmem.config import Settings
 from agentmem.errors import HygieneUnavailable, InvalidRequest
 from agentmem.identity import session_id_for
 from agentmem.ingest import (build_turns, chain_hashes, embed_turns, message_tokens, messages_tokens,
                              tools_tokens)
-from agentmem.messages import check_conversation, message_hash, chain_hash, parse_chat_request
+from agentmem.messages import chain_hash, check_conversation, message_hash, parse_chat_request
 from agentmem.metrics import Metrics
-from agentmem.models.embedder import Embedder, default_embedder
+from agentmem.models.embedder import Embedder, default_embedder, to_bytes
 from agentmem.models.runtime import run_inference
 from agentmem.policy import Policy, load_policy
-from agentmem.report import Report
-from agentmem.stages import Draft, StageContext, build_stages, needs_query_vector
-from agentmem.stages.prune import query_of
-from agentmem.stages.query import newest_user_sentences, prefetch
+from agentmem.report import Report, StageRun
+from agentmem.stages import Channels, Draft, Stage, StageContext, build_stages
+from agentmem.state import CacheLimits, EngineState
 from agentmem.store import RedisConnector, SessionHandle, SessionStore, StoreUnavailable
 from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
+from agentmem.upstream import LitellmUpstream, Upstream
 from agentmem.validate import OutgoingInvalid, validate_outgoing
 
 log = logging.getLogger("agentmem")
@@ -60,12 +62,24 @@ class Hygiene:
 
     def __init__(self, policy: Policy | str | None = None, *, redis_url: str | None = None,
                  data_dir: str | None = None, tenant: str = "default",
-                 settings: Settings | None = None, embedder: Embedder | None = None):
+                 settings: Settings | None = None, embedder: Embedder | None = None,
+                 upstream: Upstream | None = None, cache_limits: CacheLimits | None = None):
+        """Args:
+            policy: a preset name, a YAML path or a ``Policy`` (default: the settings').
+            redis_url / data_dir: where sessions live (default: an embedded Redis).
+            tenant: the tenant of library calls.
+            settings: server settings (routes, keys); default from file and environment.
+            embedder: the sentence embedder every stage and cache uses (default: MiniLM).
+            upstream: where clean requests go (default: litellm, with the settings' routes).
+            cache_limits: bounds of this engine's in-process caches.
+        """
         self.settings = settings or Settings.load(redis_url=redis_url, data_dir=data_dir)
         self.policy = load_policy(policy or self.settings.policy)
         self.tenant = tenant
         self.connector = RedisConnector(self.settings.redis_url, directory=self.settings.data_dir)
         self.embedder = embedder or default_embedder()
+        self.state = EngineState(self.embedder, cache_limits)
+        self.upstream: Upstream = upstream or LitellmUpstream(self.settings.route)
         self._stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._background: set[asyncio.Task] = set()
         self._sync = None
@@ -155,10 +169,50 @@ class Hygiene:
 
     # -- the call path -----------------------------------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def call(self, body: dict[str, Any], *, tenant: str | None = None,
+                   session_id: str | None = None, stateful: bool = False,
+                   policy: Policy | str | None = None) -> AsyncIterator[Call]:
+        """One call's whole lifecycle: prepare on entry; on exit the call is finished (no reply
+        given: the request's turns are stored) or, if the block raised, failed. A block that
+        hands the call to ``relay`` (a stream) leaves finishing to the relay.
+
+            async with hygiene.call(body) as call:
+                response = await call.send()
+                await call.finish_with_response(response)
+        """
+        call = await self.prepare(body, tenant=tenant, session_id=session_id, stateful=stateful,
+                                  policy=policy)
+        try:
+            yield call
+        except BaseException as error:
+            if call.state is CallState.PREPARED:
+                await call.fail(error)
+            raise
+        if call.state is CallState.PREPARED:
+            await call.finish(None)
+
+    @contextlib.contextmanager
+    def call_sync(self, body: dict[str, Any], **options: Any) -> Iterator[Call]:
+        """``call`` for sync code: prepare, finish and fail run on the engine's private loop."""
+        call = self.run_sync(self.prepare(body, **options))
+        try:
+            yield call
+        except BaseException as error:
+            if call.state is CallState.PREPARED:
+                self.run_sync(call.fail(error))
+            raise
+        if call.state is CallState.PREPARED:
+            self.run_sync(call.finish(None))
+
     async def prepare(self, body: dict[str, Any], *, tenant: str | None = None,
                       session_id: str | None = None, stateful: bool = False,
-                      policy: Policy | str | None = None) -> "PreparedCall":
-        """Everything before the provider call. Raises InvalidRequest before touching Redis."""
+                      policy: Policy | str | None = None) -> Call:
+        """Everything before the provider call. Raises InvalidRequest before touching Redis.
+
+        Prefer ``call`` (it owns the lifecycle); this is for frameworks whose hooks split a
+        call across callbacks: the caller must ``finish`` or ``fail`` the returned call.
+        """
         started = time.perf_counter()
         parse_chat_request(body, check_structure=not stateful)
         policy = self.policy_named(policy)
@@ -169,15 +223,15 @@ class Hygiene:
         report = Report(tenant=handle.tenant, session_id=handle.session_id, policy=policy.name,
                         model=body.get("model"))
         report.ingest.stateful = stateful
-        call = PreparedCall(self, policy, handle, body, report)
-        # Embed the query (and the newest user sentences quarantine checks) while ingest runs.
-        early = [query_of(body["messages"])] if needs_query_vector(policy, body["messages"]) else []
-        early += newest_user_sentences(policy, body["messages"])
+        call = Call(self, policy, handle, body, report)
+        stages = build_stages(policy.stages)
+        # Embed what the stages will need (the query, the newest sentences) while ingest runs.
+        early = [text for stage in stages for text in stage.wants_query(policy, body["messages"])]
         if early:
-            prefetch(*early)
+            self.state.queries.prefetch(*early)
         try:
             await self._ingest(call, stateful)
-            await self._clean(call)
+            await self._clean(call, stages)
         except BaseException:
             await call.release()
             raise
@@ -185,7 +239,7 @@ class Hygiene:
         report.latency_ms["hygiene"] = round((call.prepared_at - started) * 1000, 3)
         return call
 
-    async def _ingest(self, call: PreparedCall, stateful: bool) -> None:
+    async def _ingest(self, call: Call, stateful: bool) -> None:
         """Lock the session, find what is new, and derive what later stages will need."""
         policy, body = call.policy, call.body
         history = body["messages"]
@@ -221,19 +275,16 @@ class Hygiene:
         report.ingest.diverged_at = prefix.diverged_at
         report.ingest.superseded = prefix.stored - prefix.matched
 
-    async def _clean(self, call: PreparedCall) -> None:
+    async def _clean(self, call: Call, stages: list[Stage]) -> None:
         """Run the stages on a draft; keep the client's request if anything goes wrong."""
         history, body, report = call.history, call.body, call.report
         draft = Draft.of(history, body.get("tools"), body.get("functions"))
-        shared: dict[str, Any] = {}  # what a stage leaves for later ones (quarantined spans)
-        shared.update(tool_choice=body.get("tool_choice"), function_call=body.get("function_call"))
-        for stage in build_stages(call.policy.stages):
+        channels = Channels(tool_choice=body.get("tool_choice"),
+                            function_call=body.get("function_call"))
+        for stage in stages:
             run = report.stage(stage.name)
             started = time.perf_counter()
-            context = StageContext(call.policy, body["model"], history,
-                                   call.handle if call.store else None, report, run, call.store,
-                                   call.prefix.matched if call.prefix else 0, call.chains,
-                                   call.prefix.next_turn_id if call.prefix else 0, shared)
+            context = call.stage_context(run, channels)
             try:
                 await stage.apply(draft, context)
             except Exception as error:  # noqa: BLE001 - a stage bug must not break the call
@@ -252,6 +303,13 @@ class Hygiene:
                 draft = Draft.of(history, body.get("tools"), body.get("functions"))
         call.adopt(draft, await call.position_tokens() if _edited(draft, history) else None)
 
+    def forget_session(self, tenant: str, session_id: str) -> None:
+        """A session was deleted: drop what this engine and its stages cache about it."""
+        self.state.forget_session(tenant, session_id)
+        for stage in build_stages(sorted({name for p in [self.policy, *self._policies.values()]
+                                          for name in p.stages})):
+            stage.on_session_deleted(tenant, session_id)
+
     # -- library entry points ----------------------------------------------------------------
 
     async def apply(self, messages: list[dict[str, Any]], *, model: str = "gpt-4o",
@@ -262,27 +320,21 @@ class Hygiene:
         body = {"model": model, "messages": messages, **params}
         if tools is not None:
             body["tools"] = tools
-        call = await self.prepare(body, session_id=session_id, stateful=stateful, policy=policy)
-        await call.finish(None)
+        async with self.call(body, session_id=session_id, stateful=stateful, policy=policy) as call:
+            pass
         return HygieneResult(call.outgoing["messages"], call.outgoing.get("tools"),
                              call.outgoing, call.report, call.kept_indices)
 
     async def acompletion(self, model: str, messages: list[dict[str, Any]], *,
                           session_id: str | None = None, stateful: bool = False,
-                          policy: Policy | str | None = None, **kwargs: Any):
+                          policy: Policy | str | None = None, **kwargs: Any) -> Any:
         """Drop-in for ``litellm.acompletion``: hygiene first, then the provider, then storage."""
         body = {"model": model, "messages": messages, **kwargs}
-        call = await self.prepare(body, session_id=session_id, stateful=stateful, policy=policy)
-        try:
-            response = await upstream.acompletion(upstream.litellm_kwargs(call.outgoing, None))
-        except BaseException as error:
-            await call.fail(error)
-            raise
-        if kwargs.get("stream"):
-            from agentmem.streaming import relay_stream
-
-            return relay_stream(response, call)
-        await call.finish_with_response(response)
+        async with self.call(body, session_id=session_id, stateful=stateful, policy=policy) as call:
+            response = await call.send()
+            if kwargs.get("stream"):
+                return call.relay(response)
+            await call.finish_with_response(response)
         response._hidden_params["agentmem"] = call.headers()
         return response
 
@@ -294,8 +346,17 @@ class Hygiene:
         return result
 
 
+class CallState(enum.Enum):
+    """Where a call is: prepared (holds the session lock), handed to a stream relay, or done."""
+
+    PREPARED = "prepared"
+    STREAMING = "streaming"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
 @dataclass
-class PreparedCall:
+class Call:
     """A request between hygiene and the provider; holds the session lock until finished."""
 
     hygiene: Hygiene
@@ -312,9 +373,30 @@ class PreparedCall:
     new_turns: list[TurnRecord] = field(default_factory=list)
     tokens_before: int = 0
     stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
-    done: bool = False
+    state: CallState = CallState.PREPARED
     prepared_at: float = 0.0
     kept_indices: list[int] = field(default_factory=list)
+
+    def stage_context(self, run: StageRun, channels: Channels | None = None) -> StageContext:
+        """What a stage sees of this call."""
+        stored = self.store is not None and self.prefix is not None
+        return StageContext(
+            self.policy, self.body.get("model", ""), self.history, self.hygiene.state, self.report,
+            run, session=self.handle if stored else None, store=self.store if stored else None,
+            stored_positions=self.prefix.matched if self.prefix else 0, chains=self.chains,
+            next_turn_id=self.prefix.next_turn_id if self.prefix else 0,
+            channels=channels or Channels())
+
+    async def send(self) -> Any:
+        """The clean request to the provider, through the engine's upstream."""
+        return await self.hygiene.upstream.complete(self.outgoing)
+
+    def relay(self, stream: Any) -> AsyncIterator[Any]:
+        """Hand a provider stream to the relay, which stores the reply when the stream ends."""
+        from agentmem.streaming import relay_stream
+
+        self.state = CallState.STREAMING
+        return relay_stream(stream, self)
 
     def fault(self, message: str) -> None:
         """Something of ours failed: the policy picks between a warning and a 503."""
@@ -396,11 +478,15 @@ class PreparedCall:
         """The provider call failed: keep the report, store none of the request's turns."""
         await asyncio.shield(self.hygiene.spawn(self._fail(error)))
 
+    @property
+    def done(self) -> bool:
+        return self.state in (CallState.FINISHED, CallState.FAILED)
+
     async def _finish(self, reply: dict[str, Any] | None, *, partial: bool,
                       error: str | None) -> None:
         if self.done:
             return
-        self.done = True
+        self.state = CallState.FINISHED
         report = self.report
         report.latency_ms["upstream"] = round((time.perf_counter() - self.prepared_at) * 1000, 3)
         report.status = "partial" if partial else "ok"
@@ -427,7 +513,7 @@ class PreparedCall:
                         # Our own list: a caller appends the reply to theirs as soon as we
                         # return, while the background work below still reads the history.
                         self.history = list(self.history)
-                        self.hygiene.spawn(self._embed(turns))
+                        self.hygiene.spawn(self._after_reply(turns))
         finally:
             await self.release()
             self.hygiene.metrics.observe(report)
@@ -435,7 +521,7 @@ class PreparedCall:
     async def _fail(self, error: BaseException) -> None:
         if self.done:
             return
-        self.done = True
+        self.state = CallState.FAILED
         self.report.status = "error"
         self.report.error = f"{type(error).__name__}: {error}"[:2000]
         try:
@@ -459,18 +545,16 @@ class PreparedCall:
         return turn.model_copy(update={"partial": partial, "error": error,
                                        "report_id": self.report.id})
 
-    async def _embed(self, turns: list[TurnRecord]) -> None:
-        """Sentence embeddings of the call's new turns, in one batch, after the reply is out.
-
-        Nothing on this call's path needs them; later calls read them from Redis. A turn whose
-        embedding is not there yet is treated by the stages as unknown (prune lets the pruner
-        score it; budget embeds it on the spot).
+    async def _after_reply(self, turns: list[TurnRecord]) -> None:
+        """Sentence embeddings of the call's new turns, in one batch, after the reply is out;
+        then each stage's ``after_reply`` (quarantine's detection). Nothing on this call's path
+        needs them; later calls read the results from Redis.
         """
+        if self.store is None:
+            return
         try:
-            from agentmem.models.embedder import to_bytes
-            from agentmem.stages.corpus import known_vectors
-
-            known = known_vectors(self.handle.tenant, self.handle.session_id, turns)
+            known = self.hygiene.state.corpora.known_vectors(self.handle.tenant,
+                                                             self.handle.session_id, turns)
             embeddings = {turn_id: to_bytes(v) for turn_id, v in known.items()}
             rest = [turn for turn in turns if turn.id not in known]
             embeddings.update(await run_inference(embed_turns, self.hygiene.embedder, rest))
@@ -478,14 +562,32 @@ class PreparedCall:
         except Exception as error:  # noqa: BLE001 - a model fault never fails a call
             log.warning("session %s: embeddings failed: %s", self.handle.session_id, error)
             return
-        settings = self.policy.quarantine
-        if "quarantine" in self.policy.stages and (settings.clash or settings.poison):
-            from agentmem.quarantine.background import detect_after
-
+        stages = build_stages(self.policy.stages)
+        if not any(type(stage).after_reply is not Stage.after_reply for stage in stages):
+            return
+        context = self._reply_context(turns)
+        for stage in stages:
             try:
-                await detect_after(self, turns)
-            except Exception as error:  # noqa: BLE001 - detection never fails a call
-                log.warning("session %s: quarantine detection failed: %s", self.handle.session_id, error)
+                await stage.after_reply(context, turns)
+            except Exception as error:  # noqa: BLE001 - background work never fails a call
+                log.warning("session %s: %s after the reply failed: %s", self.handle.session_id,
+                            stage.name, error)
+
+    def _reply_context(self, turns: list[TurnRecord]) -> StageContext:
+        """The history as stored after this call (the reply appended), for after-reply hooks."""
+        history, chains = list(self.history), list(self.chains)
+        for turn in sorted(turns, key=lambda t: t.position):
+            if turn.position == len(history):  # the reply
+                history.append(turn.message)
+                chains.append(turn.chain)
+        report = Report(tenant=self.handle.tenant, session_id=self.handle.session_id,
+                        policy=self.policy.name)
+        return StageContext(self.policy, self.body.get("model", ""), history, self.hygiene.state,
+                            report, report.stage("after_reply"), session=self.handle,
+                            store=self.store, stored_positions=len(history), chains=chains)
+
+
+PreparedCall = Call  # the name adapters written before the lifecycle API use
 
 
 def reply_message(message: Any) -> dict[str, Any]:

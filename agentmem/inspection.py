@@ -18,7 +18,7 @@ from rich.text import Text
 
 from agentmem.messages import text_of
 from agentmem.quarantine.records import QuarantineRecord
-from agentmem.report import Report
+from agentmem.report import Action, Report
 from agentmem.store import SessionHandle, SessionStore
 from agentmem.store.sessions import TurnRecord
 
@@ -63,17 +63,17 @@ def marks_of(report: Report) -> CallMarks:
     for run in report.stages:
         for d in run.decisions:
             position = d.message_index
-            if d.action == "prune_spans" and position is not None:
+            if d.action is Action.PRUNE_SPANS and position is not None:
                 marks.removed.setdefault(position, []).extend(
                     (a, b, PRUNED) for a, b in d.spans or ([d.span] if d.span else []))
-            elif d.action == "quarantine" and position is not None and d.span:
+            elif d.action is Action.QUARANTINE and position is not None and d.span:
                 marks.removed.setdefault(position, []).append((*d.span, QUARANTINED))
-            elif d.action == "drop_message" and position is not None:
+            elif d.action is Action.DROP_MESSAGE and position is not None:
                 for index in d.detail.get("unit") or [position]:
                     marks.dropped.setdefault(index, f"{run.stage}: {d.reason}")
-            elif d.action == "keep_tools":
+            elif d.action is Action.KEEP_TOOLS:
                 marks.tools_kept = list(d.detail.get("kept") or [])
-            elif d.action == "drop_tool" and d.tool:
+            elif d.action is Action.DROP_TOOL and d.tool:
                 marks.tools_dropped.append((d.tool, d.reason))
     return marks
 
@@ -170,8 +170,8 @@ def pick_report(view: SessionView, call: str | None) -> Report | None:
         return None
     if call is None:
         return view.reports[-1]
-    if call.isdigit() and 1 <= int(call) <= len(view.reports):
-        return view.reports[int(call) - 1]
+    if call.isdigit() and len(call) < 6:  # a call number (ids are longer), never an id prefix
+        return view.reports[int(call) - 1] if 1 <= int(call) <= len(view.reports) else None
     return next((r for r in view.reports if r.id.startswith(call)), None)
 
 

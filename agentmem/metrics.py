@@ -13,14 +13,14 @@ import logging
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from agentmem.report import Report
+from agentmem.report import Action, Report
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 call_log = logging.getLogger("agentmem.calls")
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                     10.0, 30.0)
-_REMOVALS = {"drop_message", "prune_spans", "drop_tool", "quarantine"}
+_REMOVALS = {Action.DROP_MESSAGE, Action.PRUNE_SPANS, Action.DROP_TOOL, Action.QUARANTINE}
 
 
 class Metrics:
@@ -75,7 +75,7 @@ class Metrics:
         for run in report.stages:
             self.stage_latency.labels(run.stage).observe(run.latency_ms / 1000)
             for decision in run.decisions:
-                if decision.action == "quarantine":
+                if decision.action is Action.QUARANTINE:
                     self.quarantined.labels(str(decision.detail.get("kind", "unknown"))).inc()
                 if decision.action in _REMOVALS:
                     amount = len(decision.spans) if decision.spans else 1

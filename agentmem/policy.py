@@ -9,130 +9,19 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentmem.errors import PolicyError
+from agentmem.quarantine.settings import QuarantineSettings
+from agentmem.stages import registry
+from agentmem.stages.budget import BudgetSettings
+from agentmem.stages.prune import PruneSettings
+from agentmem.stages.tools import ToolSettings
 
-
-class PruneSettings(BaseModel):
-    """The prune stage (see agentmem/stages/prune.py)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    checkpoint: str | None = Field(None, description="Pruner folder; null: the shipped one.")
-    threshold: float | None = Field(None, ge=0, le=1, description="null: the checkpoint's.")
-    rule: Literal["paper", "hf_code", "mean_prob"] | None = None
-    keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
-    large_tool_output_tokens: int = Field(
-        400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
-    neighbours: int = Field(0, ge=0, description="Sentences kept on each side of a kept one.")
-    history_fraction: float = Field(
-        0.18, ge=0, le=1, description="Budget for turns older than the recent window, as a "
-        "share of their tokens.")
-    history_tokens: int | None = Field(
-        None, ge=0, description="Absolute budget for the older turns; wins if set.")
-    history_floor_tokens: int = Field(
-        2048, ge=0, description="Older history up to this size is never pruned.")
-    lexical_weight: float = Field(
-        1.0, ge=0, description="Weight of BM25 (scaled to [0, 1]) next to the embedding cosine.")
-    turn_spread: float = Field(
-        0.3, ge=0, description="Score handicap of a further sentence from a turn that already "
-        "has one kept: spreads the budget over more turns.")
-    context_weight: float = Field(
-        0.4, ge=0, description="Share of the adjacent turns' best score a sentence inherits.")
-    rerank_turns: int = Field(
-        0, ge=0, description="Best recalled older turns the pruner rescores (0: embeddings and "
-        "BM25 only, the fast path).")
-    rerank_weight: float = Field(1.0, ge=0, description="Weight of the pruner's probability.")
-
-
-class BudgetSettings(BaseModel):
-    """The budget stage (see agentmem/stages/budget.py)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_prompt_tokens: int | None = Field(None, ge=1, description="Absolute budget; wins if set.")
-    context_fraction: float = Field(
-        0.75, gt=0, le=1, description="Budget as a share of the model's context window.")
-    mmr_lambda: float = Field(0.3, ge=0, le=1, description="Weight of the redundancy penalty.")
-
-
-class ToolSettings(BaseModel):
-    """The tools stage (see agentmem/stages/tools.py)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_tools: int = Field(
-        10, ge=1, description="Most tools kept; pinned tools are kept even beyond it.")
-    min_tools: int = Field(3, ge=1, description="The best-scored tools always kept (never zero).")
-    min_offered: int = Field(6, ge=1, description="Requests offering fewer tools are left alone.")
-    threshold: float | None = Field(
-        None, description="Beyond min_tools, drop tools scoring below this (null: no floor).")
-    margin: float | None = Field(
-        None, ge=0, description="Beyond min_tools, drop tools scoring more than this below the "
-        "best tool (null: no margin).")
-    name_weight: float = Field(
-        0.5, ge=0, description="Weight of the cosine to the tool's name alone, next to the "
-        "cosine to its name, description and parameter names.")
-    lexical_weight: float = Field(
-        0.3, ge=0, description="Weight of BM25 (scaled to [0, 1]) next to the embedding cosine.")
-    context_weight: float = Field(
-        0.3, ge=0, description="Weight of the previous exchange's words in BM25, relative to "
-        "the current turn's.")
-    sentence_match: float | None = Field(
-        3.0, ge=0, description="In a request of several sentences, a sentence's best BM25 match "
-        "scoring at least this ranks with the best tool, so each part of a multi-part request "
-        "keeps its tool (null: off).")
-    always_include: list[str] = Field(
-        default_factory=list, description="Tool names never dropped.")
-    recent_calls_window: int = Field(
-        2, ge=0, description="Tools called within this many last user turns are kept (the "
-        "current agent step always counts).")
-
-
-class QuarantineSettings(BaseModel):
-    """The quarantine stage: context clash and context poisoning (see agentmem/quarantine/)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    clash: bool = Field(True, description="Detect statements that contradict earlier ones.")
-    poison: bool = Field(True, description="Detect recurring unsupported claims.")
-    resolution: Literal["newer_wins", "trust_wins", "keep_both"] = Field(
-        "newer_wins", description="Who loses a clash: the older statement, the less trusted "
-        "source (ties: the older), or nobody (a short note states both).")
-    nli_model: str | None = Field(
-        None, description="NLI checkpoint folder, or a Hugging Face cross-encoder name "
-        "(needs allow_hub); null: the shipped one.")
-    allow_hub: bool = Field(False, description="Allow nli_model to name a hub model.")
-    contradiction_threshold: float = Field(
-        0.85, ge=0, le=1, description="NLI contradiction probability that makes a clash.")
-    clash_similarity: float = Field(
-        0.2, ge=-1, le=1, description="Cosine above which two statements are about the same "
-        "subject and worth an NLI check.")
-    clash_candidates: int = Field(6, ge=1, description="Earlier statements checked per statement.")
-    call_path_similarity: float = Field(
-        0.5, ge=-1, le=1, description="The call-path check of the newest user message only "
-        "looks at earlier user statements this similar (the background looks wider).")
-    call_path_candidates: int = Field(3, ge=0, description="NLI pairs the call path may spend "
-                                      "(0: leave even the newest user message to the background).")
-    judge_model: str | None = Field(
-        None, description="A litellm model that double-checks NLI clashes in the background.")
-    untrusted_tools: list[str] = Field(
-        default_factory=lambda: ["web_*", "untrusted_*", "*search*", "*scrape*", "*browse*",
-                                 "*fetch_url*"],
-        description="Glob patterns of tool names whose results are untrusted.")
-    min_occurrences: int = Field(
-        3, ge=2, description="Occurrences of an unsupported claim that make it poison.")
-    recurrence_similarity: float = Field(
-        0.5, ge=-1, le=1, description="Cosine above which two claims are the same claim.")
-    poison_window_turns: int = Field(
-        200, ge=2, description="Recent turns the call path searches for new poison (records "
-        "found earlier keep applying).")
-    support_similarity: float = Field(
-        0.7, ge=-1, le=1, description="Cosine above which a trusted statement supports a claim.")
+MAX_EXTENDS_DEPTH = 8
 
 
 class Policy(BaseModel):
@@ -166,13 +55,14 @@ class Policy(BaseModel):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     quarantine: QuarantineSettings = Field(default_factory=QuarantineSettings)
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Settings of stages that are not built in, by stage "
+        "name (validated by the stage's settings_model).")
 
     @field_validator("stages")
     @classmethod
     def _known_stages(cls, value: list[str]) -> list[str]:
-        from agentmem.stages import available_stages
-
-        known = available_stages()
+        known = registry()
         for position, name in enumerate(value):
             if name not in known:
                 raise ValueError(
@@ -180,7 +70,34 @@ class Policy(BaseModel):
                 )
         if len(set(value)) != len(value):
             raise ValueError("a stage is listed twice")
+        for position, name in enumerate(value):  # each stage names what must come before it
+            for earlier in sorted(known[name].runs_after):
+                if earlier in value[position + 1:]:
+                    raise ValueError(f"stage {earlier!r} must run before {name!r} "
+                                     f"(list it earlier in stages)")
         return value
+
+    @model_validator(mode="after")
+    def _stage_options(self) -> Policy:
+        known = registry()
+        for name, value in self.options.items():
+            model = known[name].settings_model if name in known else None
+            if model is None:
+                raise ValueError(f"options.{name}: no such stage with settings")
+            if name in type(self).model_fields:
+                raise ValueError(f"options.{name}: built-in stage settings go in '{name}:'")
+            self.options[name] = model.model_validate(value)
+        return self
+
+    def settings_of(self, stage: str) -> Any:
+        """The settings section of a stage: a built-in's field, or ``options[stage]`` (its
+        settings model's defaults when the policy gives none)."""
+        if stage in type(self).model_fields:
+            return getattr(self, stage)
+        if stage in self.options:
+            return self.options[stage]
+        model = registry()[stage].settings_model
+        return model() if model is not None else None
 
     @property
     def is_passthrough(self) -> bool:
@@ -206,11 +123,42 @@ def load_policy(name_or_path: str | Path | Policy) -> Policy:
     return policy_from_dict(data, origin=origin)
 
 
-def policy_from_dict(data: dict, *, origin: str = "<dict>") -> Policy:
+def policy_from_dict(data: dict, *, origin: str = "<dict>", _depth: int = 0) -> Policy:
+    """A policy from its fields; ``extends: NAME`` starts from another preset or file, whose
+    sections this one's override key by key (so a preset writes only what it changes)."""
+    if "extends" in data:
+        data = _extended(data, origin, _depth)
     try:
         return Policy.model_validate(data)
     except ValidationError as error:
         raise PolicyError(f"policy {origin}: {field_errors(error)}", param="policy") from None
+
+
+def _extended(data: dict, origin: str, depth: int) -> dict:
+    if depth >= MAX_EXTENDS_DEPTH:
+        raise PolicyError(f"policy {origin}: 'extends' nests deeper than {MAX_EXTENDS_DEPTH}",
+                          param="policy")
+    data = dict(data)
+    parent_name = data.pop("extends")
+    if not isinstance(parent_name, str) or not parent_name:
+        raise PolicyError(f"policy {origin}: extends: expected a preset name", param="policy")
+    text, parent_origin = _read(parent_name)
+    parent = yaml.safe_load(text)
+    if not isinstance(parent, dict):
+        raise PolicyError(f"policy {parent_origin}: expected a mapping of fields")
+    if "extends" in parent:
+        parent = _extended(parent, parent_origin, depth + 1)
+    return _merge(parent, data)
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def field_errors(error: ValidationError) -> str:

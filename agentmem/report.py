@@ -8,15 +8,28 @@ from __future__ import annotations
 
 import time
 import uuid
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 
+class Action(StrEnum):
+    """What a decision did. Metrics, ``agentmem inspect`` and the /ui page switch on these
+    values; the page reads them from ``GET /v1/agentmem/actions``."""
+
+    DROP_MESSAGE = "drop_message"  # a whole message (or tool-call unit) left out
+    PRUNE_SPANS = "prune_spans"  # sentences removed from one message
+    DROP_TOOL = "drop_tool"  # a tool not offered
+    KEEP_TOOLS = "keep_tools"  # summary of the tool selection
+    QUARANTINE = "quarantine"  # a statement withheld by a quarantine record
+    CLARIFY = "clarify"  # a note added next to a statement (keep_both clashes)
+
+
 class Decision(BaseModel):
     """One change to the outgoing request (or a decision to leave something alone)."""
 
-    action: str  # e.g. "drop_message", "prune_spans", "drop_tool", "quarantine"
+    action: Action
     reason: str
     message_index: int | None = None  # index in the incoming request
     position: int | None = None  # position of the turn in the stored session

@@ -8,6 +8,8 @@ provider's status, so clients see the same status they would have seen without a
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any, Protocol
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
@@ -24,6 +26,31 @@ litellm.suppress_debug_info = True
 litellm.drop_params = False
 
 _NOT_FOR_PROVIDER = {"model"}
+
+
+class Upstream(Protocol):
+    """Where a clean request goes: one method, like httpx's transport. Tests and other
+    providers plug in here (``Hygiene(upstream=...)``)."""
+
+    async def complete(self, request: dict[str, Any]) -> Any:
+        """Send an OpenAI chat request (``stream`` may be set); return litellm's response or
+        stream. Raise ``UpstreamError`` with the provider's status on failure."""
+        ...
+
+
+class RouteLike(Protocol):
+    def resolved_params(self) -> dict[str, Any]: ...
+
+
+class LitellmUpstream:
+    """The default upstream: litellm, with configured model routes applied."""
+
+    def __init__(self, route: Callable[[str], RouteLike | None] | None = None) -> None:
+        self.route = route
+
+    async def complete(self, request: dict[str, Any]) -> Any:
+        route = self.route(request["model"]) if self.route is not None else None
+        return await acompletion(litellm_kwargs(request, route.resolved_params() if route else None))
 
 
 def litellm_kwargs(body: dict, route_params: dict | None) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentmem.conversation import last_user_index
 from agentmem.messages import canonical, check_conversation
 from agentmem.stages.base import Draft
 
@@ -29,7 +30,7 @@ def validate_outgoing(history: list[dict[str, Any]], draft: Draft, *,
         raise OutgoingInvalid("a kept message does not come from the incoming history")
 
     kept_by_index = {m.index: m.message for m in kept}
-    last_user = max((i for i, m in enumerate(history) if m.get("role") == "user"), default=None)
+    last_user = last_user_index(history)
     for index, original in enumerate(history):
         role = original.get("role")
         must_stay = index == last_user or (role in {"system", "developer"} and not allow_system_edits)

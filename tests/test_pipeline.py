@@ -9,7 +9,7 @@ import pytest
 from agentmem import Hygiene, load_policy
 from agentmem.config import Settings
 from agentmem.policy import policy_from_dict
-from agentmem.stages import Draft, register_stage
+from agentmem.stages import Draft, Stage, register_stage, unregister_stage
 from agentmem.validate import OutgoingInvalid, validate_outgoing
 
 HISTORY = [
@@ -25,8 +25,7 @@ HISTORY = [
 ]
 
 
-@register_stage
-class DropToolUnits:
+class DropToolUnits(Stage):
     """A real stage for the tests: drops every tool-call unit (never the last user turn)."""
 
     name = "test-drop-tool-units"
@@ -39,8 +38,7 @@ class DropToolUnits:
                     _decision(unit[0].index, "tool exchange not needed"))
 
 
-@register_stage
-class SplitUnit:
+class SplitUnit(Stage):
     """A buggy stage: drops one tool reply but keeps its call. The validator must catch it."""
 
     name = "test-split-unit"
@@ -49,12 +47,21 @@ class SplitUnit:
         draft.messages = [m for m in draft.messages if m.index != 4]
 
 
-@register_stage
-class Explodes:
+class Explodes(Stage):
     name = "test-explodes"
 
     async def apply(self, draft, context):
         raise RuntimeError("boom")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _test_stages():
+    """Registered for this module's tests only: the registry is left as it was found."""
+    for stage in (DropToolUnits, SplitUnit, Explodes):
+        register_stage(stage)
+    yield
+    for stage in (DropToolUnits, SplitUnit, Explodes):
+        unregister_stage(stage.name)
 
 
 def _decision(index, reason):
@@ -189,6 +196,8 @@ def test_policy_presets_and_errors(tmp_path):
     assert "ttl_seconds" in message and "colour" in message
     with pytest.raises(PolicyError, match="unknown policy 'nope'"):
         load_policy("nope")
-    assert bad  # the same fields fail from a dict
+    with pytest.raises(PolicyError) as from_dict:  # the same fields fail from a dict
+        policy_from_dict({"name": "bad", **bad})
+    assert all(field in from_dict.value.message for field in ("stages", "ttl_seconds", "colour"))
     with pytest.raises(PolicyError, match="on_fault"):
         policy_from_dict({"name": "x", "on_fault": "explode"})

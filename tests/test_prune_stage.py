@@ -14,7 +14,8 @@ from agentmem import Hygiene
 from agentmem.config import Settings
 from agentmem.models.registry import default_pruner_path
 from agentmem.policy import policy_from_dict
-from agentmem.stages.prune import expand, query_of, recent_start
+from agentmem.conversation import query_of, recent_start
+from agentmem.stages.prune import expand
 
 HISTORY = [
     {"role": "system", "content": "You are a helpful shopping assistant."},

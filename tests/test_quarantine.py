@@ -138,9 +138,7 @@ async def test_caller_appending_to_its_history_list_does_not_confuse_the_engine(
         sent = received.requests()[-1]["messages"]
         assert sent[0]["content"] == "Plan three dinners for me."  # the older statement withheld
         assert sent[-1]["content"] == "I eat meat every day. Change the plan."
-        from agentmem.stages.corpus import _cache
-
-        corpus = _cache[f"default\x00{session_id}"]
+        corpus = hygiene.state.corpora._cache[f"default\x00{session_id}"]
         assert len(corpus.sources) == corpus.covered == len(corpus.rows_of)
         assert corpus.position.tolist() == sorted(corpus.position.tolist())
         assert len(corpus.position) == sum(len(r) for r in corpus.rows_of)

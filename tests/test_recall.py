@@ -8,8 +8,11 @@ from agentmem.ingest import chain_hashes
 from agentmem.lexical import BM25Index, terms
 from agentmem.policy import policy_from_dict
 from agentmem.report import Report, StageRun
+from agentmem.models.embedder import default_embedder
 from agentmem.stages.base import StageContext
-from agentmem.stages.corpus import corpus_for
+from agentmem.state import EngineState
+
+STATE = EngineState(default_embedder())
 
 
 def test_bm25_ranks_the_rare_exact_term_first():
@@ -27,8 +30,12 @@ def test_bm25_ranks_the_rare_exact_term_first():
 def _context(history, session=None):
     policy = policy_from_dict({"name": "t", "stages": ["prune"]})
     report = Report(tenant="t", session_id="s", policy="t")
-    return StageContext(policy, "gpt-4o", history, session, report, StageRun(stage="prune"),
-                        chains=chain_hashes(history))
+    return StageContext(policy, "gpt-4o", history, STATE, report, StageRun(stage="prune"),
+                        session=session, chains=chain_hashes(history))
+
+
+async def corpus_for(context, upto):
+    return await context.corpus(upto)
 
 
 async def test_corpus_extends_and_never_serves_a_stale_prefix():

@@ -12,7 +12,7 @@ import pytest
 from agentmem import Hygiene
 from agentmem.config import Settings
 from agentmem.policy import policy_from_dict
-from agentmem.stages.toolcat import split_name
+from agentmem.state.toolcat import split_name
 
 DOMAINS = [
     ("weather_forecast", "the weather forecast, temperature and chance of rain for a city", ["city", "days"]),
@@ -155,7 +155,7 @@ def test_legacy_functions(client, received, session_id, tools_policy):
 
 
 async def test_always_include_and_the_redis_cache(data_dir):
-    from agentmem.stages import toolcat
+    from agentmem.state import ToolCatalogues
 
     hygiene = Hygiene("off", settings=Settings(data_dir=data_dir))
     policy = policy_from_dict({"name": "tools-always", "stages": ["tools"], "embed": False,
@@ -169,8 +169,8 @@ async def test_always_include_and_the_redis_cache(data_dir):
         assert all(any(t is original for original in tools) for t in result.tools)  # same dicts
         redis = hygiene.store().redis
         assert len(await redis.keys("agentmem:toolemb:*")) >= 80  # text and name of each tool
-        toolcat._catalogues.clear()
-        toolcat._vectors.clear()  # a fresh process: vectors come back from Redis, not the model
+        # A fresh engine's catalogues (as in a new process): vectors come back from Redis.
+        hygiene.state.catalogues = ToolCatalogues(hygiene.embedder)
         again = await hygiene.apply([WEATHER], tools=tools, session_id=f"tc-{uuid.uuid4().hex}",
                                     policy=policy)
         assert [t["function"]["name"] for t in again.tools] == kept

@@ -23,19 +23,22 @@ async def _scores(records, settings) -> list[tuple[float, int | None]]:
     from agentmem.quarantine.statements import statements_of
     from agentmem.policy import policy_from_dict
     from agentmem.report import Report, StageRun
+    from agentmem.models.embedder import default_embedder
     from agentmem.stages.base import StageContext
-    from agentmem.stages.corpus import corpus_for
+    from agentmem.state import EngineState
 
     nli = load_nli(settings)
     policy = policy_from_dict({"name": "bench-clash"})
+    state = EngineState(default_embedder())
     out = []
     for record in records:
         speakers = list(dict.fromkeys(t.speaker for t in record.turns))
         roles = {s: ("user" if i == 0 else "assistant") for i, s in enumerate(speakers)}
         history = [{"role": roles[t.speaker], "content": t.text} for t in record.turns]
-        context = StageContext(policy, "gpt-4o", history, None, Report(tenant="bench", session_id="clash",
-                               policy="bench"), StageRun(stage="clash"), chains=chain_hashes(history))
-        corpus = await corpus_for(context, len(history))
+        context = StageContext(policy, "gpt-4o", history, state,
+                               Report(tenant="bench", session_id="clash", policy="bench"),
+                               StageRun(stage="clash"), chains=chain_hashes(history))
+        corpus = await context.corpus(len(history))
         statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
         last = len(history) - 1
         new_rows = [int(r) for r in np.flatnonzero(statements.position == last)]

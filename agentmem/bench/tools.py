@@ -63,21 +63,20 @@ class _Tally:
 
 
 def _name(tool: dict[str, Any]) -> str:
-    from agentmem.stages.toolcat import function_of
+    from agentmem.state.toolcat import function_of
 
     return str(function_of(tool).get("name") or "")
 
 
-async def _baselines(record, messages, kept_count: int, tallies: dict[str, _Tally]) -> None:
-    from agentmem.stages.prune import query_of
-    from agentmem.stages.query import query_vector
-    from agentmem.stages.toolcat import catalogue_for, function_of
+async def _baselines(record, messages, kept_count: int, tallies: dict[str, _Tally], state) -> None:
+    from agentmem.conversation import query_of
+    from agentmem.state.toolcat import function_of
 
     tools = record.tools
     tallies["keep_all"].add(tools, tools, record.gold)
     query = query_of(messages)
-    catalogue = await catalogue_for([function_of(t) for t in tools])
-    dense = catalogue.vectors @ await query_vector(query)
+    catalogue = await state.catalogues.catalogue_for([function_of(t) for t in tools])
+    dense = catalogue.vectors @ await state.queries.vector(query)
     lexical = catalogue.lexical.scores(terms(query))
     for name, scores in (("embedding_only", dense), ("bm25_only", lexical)):
         top = np.sort(np.argsort(-scores, kind="stable")[:kept_count])
@@ -107,7 +106,7 @@ async def _run(records, policy_name: str) -> dict[str, Any]:
             if _scored(record, policy):
                 cold.append(_stage_ms(result.report))
                 hygiene_ms.append(result.report.latency_ms.get("hygiene", 0.0))
-            await _baselines(record, messages, len(kept), tallies)
+            await _baselines(record, messages, len(kept), tallies, hygiene.state)
         scored = [record for record in records if _scored(record, policy)][:WARM_RECORDS]
         for number, record in enumerate(scored):  # query vectors now memoised
             messages = record.messages or [{"role": "user", "content": record.query}]

@@ -1,8 +1,8 @@
 """``POST /v1/chat/completions``: the proxy's call path.
 
-Read and validate the body, let the engine prepare a clean request (session, ingest,
-stages), call the provider through litellm, and relay the answer: JSON, or SSE chunk by
-chunk. The engine stores the reply when the answer is complete (or marks it partial).
+Read and validate the body, open the engine's call (session, ingest, stages), send the clean
+request through the engine's upstream (litellm), and relay the answer: JSON, or SSE chunk by
+chunk. The call stores the reply when the answer is complete (or marks it partial).
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 
-from agentmem import upstream
 from agentmem.errors import AgentmemError
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.body import read_json
-from agentmem.streaming import relay_stream
 
 router = APIRouter()
 
@@ -34,24 +32,17 @@ async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
                 or (isinstance(metadata, dict) and metadata.get("agentmem_stateful") is True))
     policy = headers.get("x-agentmem-policy") if state.settings.allow_policy_header else None
 
-    call = await state.hygiene.prepare(body, tenant=tenant, session_id=headers.get("x-session-id"),
-                                       stateful=stateful, policy=policy)
-    route = state.settings.route(body["model"])
-    kwargs = upstream.litellm_kwargs(call.outgoing, route.resolved_params() if route else None)
-    try:
-        response = await upstream.acompletion(kwargs)
-    except AgentmemError as error:
-        await call.fail(error)
-        error.headers = call.headers()
-        raise
-    except BaseException as error:
-        await call.fail(error)
-        raise
-
-    if call.outgoing.get("stream"):
-        return RelayResponse(_sse(relay_stream(response, call)), headers=call.headers(),
-                             media_type="text/event-stream", spawn=state.hygiene.spawn)
-    await call.finish_with_response(response)
+    async with state.hygiene.call(body, tenant=tenant, session_id=headers.get("x-session-id"),
+                                  stateful=stateful, policy=policy) as call:
+        try:
+            response = await call.send()
+        except AgentmemError as error:
+            error.headers = call.headers()
+            raise
+        if call.outgoing.get("stream"):
+            return RelayResponse(_sse(call.relay(response)), headers=call.headers(),
+                                 media_type="text/event-stream", spawn=state.hygiene.spawn)
+        await call.finish_with_response(response)
     return Response(orjson.dumps(completion_json(response)), headers=call.headers(),
                     media_type="application/json")
 

@@ -79,11 +79,9 @@ async def get_report(request: Request, session_id: str, report_id: str,
 
 @router.delete("/{session_id}")
 async def delete_session(request: Request, session_id: str, tenant: str = Depends(tenant_of)):
-    from agentmem.stages.corpus import forget
-
     store, handle, _ = await _existing(request, tenant, session_id)
     await store.delete(handle)
-    forget(handle.tenant, handle.session_id)
+    request.app.state.hygiene.forget_session(handle.tenant, handle.session_id)
     return {"object": "session.deleted", "id": session_id, "deleted": True}
 
 

@@ -8,14 +8,19 @@ and record every change as a Decision. The validator checks the result after all
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel
 
 from agentmem.messages import tool_call_units
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from agentmem.policy import Policy
     from agentmem.report import Report, StageRun
-    from agentmem.store.sessions import SessionHandle, SessionStore
+    from agentmem.state import Corpus, EngineState
+    from agentmem.store.sessions import SessionHandle, SessionStore, TurnRecord
 
 
 @dataclass
@@ -78,32 +83,85 @@ class Draft:
 
 
 @dataclass
-class StageContext:
-    """What a stage may read: the policy, the incoming history, the session and its report."""
+class Channels:
+    """What one stage leaves for the later stages of the same call, typed.
 
-    policy: "Policy"
+    ``excluded_spans``: sentences an earlier stage withheld (quarantine), by history position,
+    so a later stage never brings them back. ``tool_choice``/``function_call``: the client's
+    choice, which the tools stage must honour.
+    """
+
+    excluded_spans: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
+    tool_choice: Any = None
+    function_call: Any = None
+
+
+@dataclass
+class StageContext:
+    """What a stage may read: the policy, the incoming history, the session, the engine's state
+    (embedder and caches) and the report. Built by the engine, once per stage run."""
+
+    policy: Policy
     model: str
     history: list[dict[str, Any]]  # the full incoming history, as sent (or rebuilt)
-    session: "SessionHandle | None"  # None when the store is unavailable or off
-    report: "Report"
-    run: "StageRun"
-    store: "SessionStore | None" = None
+    state: EngineState
+    report: Report
+    run: StageRun
+    session: SessionHandle | None = None  # None when the store is unavailable or off
+    store: SessionStore | None = None
     stored_positions: int = 0  # history[:stored_positions] is already stored, identical
     chains: list[str] = field(default_factory=list)  # chain hash per position (ingest.chain_hashes)
     next_turn_id: int = 0  # history[stored_positions + k] will be stored as turn next_turn_id + k
-    extra: dict[str, Any] = field(default_factory=dict)  # shared by the stages of one call
+    channels: Channels = field(default_factory=Channels)  # shared by the stages of one call
 
     async def turn_ids(self, upto: int) -> list[int]:
         """The turn id of each position < upto (stored ones from Redis, new ones as they will be)."""
-        stored = []
+        stored: list[int] = []
         if self.store is not None and self.session is not None and self.stored_positions:
             stored = (await self.store.active_ids(self.session))[: self.stored_positions]
         return (stored + [self.next_turn_id + k for k in range(max(0, upto - len(stored)))])[:upto]
 
+    async def corpus(self, upto: int) -> Corpus:
+        """The session's sentences of history[:upto], with vectors (the engine's cache)."""
+        return await self.state.corpora.corpus_for(self, upto)
 
-class Stage(Protocol):
-    """A hygiene stage. ``name`` is what policies list; ``apply`` edits the draft in place."""
+    async def query_vector(self, text: str) -> np.ndarray:
+        """The embedding of a query text (memoised; prefetched when a stage asked early)."""
+        return await self.state.queries.vector(text)
 
-    name: ClassVar[str]
 
-    async def apply(self, draft: Draft, context: StageContext) -> None: ...
+class Stage:
+    """A hygiene stage: subclass it, set ``name``, implement ``apply``; list it in
+    ``agentmem.stages.BUILTIN_STAGES`` (or register it: see ``agentmem.stages``).
+
+    The hooks, each optional:
+
+    - ``wants_query(policy, messages)``: texts this stage will embed on this request, so the
+      engine starts embedding them as the request arrives (while Redis is read).
+    - ``apply(draft, context)``: the call path; edit the draft in place and record each change
+      as a ``Decision`` on ``context.run``.
+    - ``after_reply(context, turns)``: query-independent work on the call's new turns, after
+      the reply is stored and embedded; never on the call path (the next call reads its results).
+    - ``on_session_deleted(tenant, session_id)``: drop what the stage keeps about a session.
+
+    Class attributes: ``settings_model``, the pydantic model of the stage's policy section
+    (the policy composes them; a built-in stage's section is a field of ``Policy``, another
+    stage's lives under ``Policy.options[name]``); ``runs_after``, stages that must come
+    earlier in a policy's list when both are listed (checked when the policy loads).
+    """
+
+    name: ClassVar[str] = ""
+    settings_model: ClassVar[type[BaseModel] | None] = None
+    runs_after: ClassVar[frozenset[str]] = frozenset()
+
+    def wants_query(self, policy: Policy, messages: list[dict[str, Any]]) -> list[str]:
+        return []
+
+    async def apply(self, draft: Draft, context: StageContext) -> None:
+        raise NotImplementedError
+
+    async def after_reply(self, context: StageContext, turns: list[TurnRecord]) -> None:
+        return None
+
+    def on_session_deleted(self, tenant: str, session_id: str) -> None:
+        return None

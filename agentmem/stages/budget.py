@@ -12,16 +12,27 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentmem.ingest import message_tokens, tools_tokens
 from agentmem.messages import text_of
 from agentmem.models.embedder import from_bytes
 from agentmem.models.runtime import run_inference
-from agentmem.report import Decision
-from agentmem.stages import register_stage
-from agentmem.stages.base import Draft, OutgoingMessage, StageContext
-from agentmem.stages.prune import query_of, recent_start
-from agentmem.stages.query import query_vector
+from agentmem.report import Action, Decision
+from agentmem.stages.base import Draft, OutgoingMessage, Stage, StageContext
+from agentmem.conversation import query_of, recent_start
+
+
+class BudgetSettings(BaseModel):
+    """The budget stage (see agentmem/stages/budget.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_prompt_tokens: int | None = Field(None, ge=1, description="Absolute budget; wins if set.")
+    context_fraction: float = Field(
+        0.75, gt=0, le=1, description="Budget as a share of the model's context window.")
+    mmr_lambda: float = Field(0.3, ge=0, le=1, description="Weight of the redundancy penalty.")
+
 
 
 def budget_for(model: str, settings) -> int | None:
@@ -33,9 +44,10 @@ def budget_for(model: str, settings) -> int | None:
     return int(window * settings.context_fraction) if window else None
 
 
-@register_stage
-class BudgetStage:
+class BudgetStage(Stage):
     name: ClassVar[str] = "budget"
+    settings_model = BudgetSettings
+    runs_after = frozenset({"quarantine", "tools", "prune"})  # counts what the others left
 
     async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.budget
@@ -84,7 +96,7 @@ class BudgetStage:
             unit = units[number]
             draft.drop_unit(unit)
             context.run.decisions.append(Decision(
-                action="drop_message", message_index=unit[0].index, position=unit[0].index,
+                action=Action.DROP_MESSAGE, message_index=unit[0].index, position=unit[0].index,
                 score=float(relevance[position]),
                 reason=f"over the prompt budget of {budget} tokens; lower relevance after redundancy",
                 detail={"unit": [m.index for m in unit], "tokens": cost[number]}))
@@ -92,9 +104,7 @@ class BudgetStage:
     @staticmethod
     async def _vectors(units: list[list[OutgoingMessage]], query: str, context: StageContext) -> np.ndarray:
         """Row 0: the query; then one unit-normalised mean vector per unit (cached ones first)."""
-        from agentmem.models.embedder import default_embedder
-
-        embedder = default_embedder()
+        embedder = context.state.embedder
         cached: dict[int, Any] = {}
         if context.store is not None and context.session is not None:
             ids = await context.store.active_ids(context.session)
@@ -104,7 +114,7 @@ class BudgetStage:
         texts = [" ".join(text_of(m.message) for m in unit)[:2000] for unit in units
                  if unit[0].index not in cached]
         fresh = iter(await run_inference(embedder.encode, texts))
-        rows = [await query_vector(query)]
+        rows = [await context.query_vector(query)]
         for unit in units:
             if unit[0].index in cached:
                 vector = from_bytes(cached[unit[0].index]).mean(axis=0)

@@ -17,20 +17,55 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
+from agentmem.conversation import agent_step_start, query_of, recent_start
 from agentmem.lexical import terms
 from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
-from agentmem.report import Decision
-from agentmem.stages import register_stage
-from agentmem.stages.base import Draft, StageContext
-from agentmem.stages.corpus import corpus_for
-from agentmem.stages.query import query_vector
+from agentmem.report import Action, Decision
+from agentmem.stages.base import Draft, Stage, StageContext
 from agentmem.stages.selection import add_turn_context, excluded_rows, fill
 from agentmem.text import MESSAGE_OVERHEAD_TOKENS, split_sentences
+
+if TYPE_CHECKING:
+    from agentmem.policy import Policy
+
+
+class PruneSettings(BaseModel):
+    """The prune stage (see agentmem/stages/prune.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    checkpoint: str | None = Field(None, description="Pruner folder; null: the shipped one.")
+    threshold: float | None = Field(None, ge=0, le=1, description="null: the checkpoint's.")
+    rule: Literal["paper", "hf_code", "mean_prob"] | None = None
+    keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
+    large_tool_output_tokens: int = Field(
+        400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
+    neighbours: int = Field(0, ge=0, description="Sentences kept on each side of a kept one.")
+    history_fraction: float = Field(
+        0.18, ge=0, le=1, description="Budget for turns older than the recent window, as a "
+        "share of their tokens.")
+    history_tokens: int | None = Field(
+        None, ge=0, description="Absolute budget for the older turns; wins if set.")
+    history_floor_tokens: int = Field(
+        2048, ge=0, description="Older history up to this size is never pruned.")
+    lexical_weight: float = Field(
+        1.0, ge=0, description="Weight of BM25 (scaled to [0, 1]) next to the embedding cosine.")
+    turn_spread: float = Field(
+        0.3, ge=0, description="Score handicap of a further sentence from a turn that already "
+        "has one kept: spreads the budget over more turns.")
+    context_weight: float = Field(
+        0.4, ge=0, description="Share of the adjacent turns' best score a sentence inherits.")
+    rerank_turns: int = Field(
+        0, ge=0, description="Best recalled older turns the pruner rescores (0: embeddings and "
+        "BM25 only, the fast path).")
+    rerank_weight: float = Field(1.0, ge=0, description="Weight of the pruner's probability.")
+
 
 
 @dataclass
@@ -43,28 +78,6 @@ class Candidate:
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # corpus rows
 
 
-def query_of(history: list[dict[str, Any]]) -> str:
-    """The latest user message, plus the pending tool calls and results of an agent step."""
-    last_user = max((i for i, m in enumerate(history) if m.get("role") == "user"), default=None)
-    parts = [text_of(history[last_user])] if last_user is not None else []
-    tail = history[(last_user or -1) + 1:]
-    for message in tail:
-        for call in message.get("tool_calls") or ():
-            function = call.get("function", {})
-            parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
-        if message.get("role") == "tool":
-            parts.append(text_of(message)[:1000])
-    return " ".join(p for p in parts if p).strip()
-
-
-def recent_start(history: list[dict[str, Any]], keep_exchanges: int) -> int:
-    """Index where the verbatim window begins: the K-th last user message."""
-    users = [i for i, m in enumerate(history) if m.get("role") == "user"]
-    if not users:
-        return len(history)
-    return users[-min(keep_exchanges, len(users))] if keep_exchanges > 0 else users[-1]
-
-
 def expand(keep: list[bool], neighbours: int) -> list[bool]:
     out = list(keep)
     for i, kept in enumerate(keep):
@@ -74,15 +87,15 @@ def expand(keep: list[bool], neighbours: int) -> list[bool]:
     return out
 
 
-@register_stage
-class PruneStage:
+class PruneStage(Stage):
     name: ClassVar[str] = "prune"
+    settings_model = PruneSettings
+    runs_after = frozenset({"quarantine"})  # never bring back what quarantine withheld
 
-    @staticmethod
-    def wants_query_vector(policy, messages: list[dict[str, Any]]) -> bool:
+    def wants_query(self, policy: Policy, messages: list[dict[str, Any]]) -> list[str]:
         """Only histories past the floor are pruned (~4 characters per token)."""
         size = sum(len(text_of(m)) for m in messages)
-        return size > 4 * max(policy.prune.history_floor_tokens, 1)
+        return [query_of(messages)] if size > 4 * max(policy.prune.history_floor_tokens, 1) else []
 
     async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.prune
@@ -91,7 +104,7 @@ class PruneStage:
         if not query:
             return
         start = recent_start(history, settings.keep_recent_exchanges)
-        step_start = _agent_step_start(history)
+        step_start = agent_step_start(history)
         older, large_outputs = [], []
         for message in draft.messages:
             role, index = message.role, message.index
@@ -114,7 +127,7 @@ class PruneStage:
                               older: list[Candidate], query: str) -> None:
         """Older turns: the most relevant sentences (dense + BM25) inside the history budget."""
         settings = context.policy.prune
-        corpus = await corpus_for(context, max(c.index for c in older) + 1)
+        corpus = await context.corpus(max(c.index for c in older) + 1)
         positions = np.asarray([c.index for c in older])
         rows = np.flatnonzero(np.isin(corpus.position, positions))
         total = int(corpus.tokens[rows].sum()) + MESSAGE_OVERHEAD_TOKENS * len(older)
@@ -126,7 +139,7 @@ class PruneStage:
             span = corpus.rows_of[candidate.index]
             candidate.rows = np.arange(span.start, span.stop)
             candidate.spans = corpus.spans[span.start: span.stop]
-        vector = await query_vector(query)
+        vector = await context.query_vector(query)
         score = np.zeros(len(corpus.spans), dtype=np.float32)
         score[rows] = corpus.vectors[rows] @ vector
         lexical = corpus.lexical.scores(terms(query))[rows]
@@ -184,7 +197,7 @@ class PruneStage:
             if whole and not any(any(keep) for keep in keeps):
                 dropped.update(c.index for c in unit)
                 run.decisions.extend(Decision.model_construct(
-                    action="drop_message", span=None, spans=None, span_scores=None, tool=None,
+                    action=Action.DROP_MESSAGE, span=None, spans=None, span_scores=None, tool=None,
                     detail={}, message_index=c.index,
                     position=c.index, score=max(score_list[c.rows[0]: c.rows[-1] + 1]), reason=reason)
                     for c in unit)
@@ -220,7 +233,7 @@ class PruneStage:
         for candidate in outputs:
             scores = (await run_inference(_score_transcript, pruner, query, [candidate]))[candidate.index]
             keep = expand(scores.keep(threshold, rule), settings.neighbours)
-            withheld = (context.extra.get("excluded_spans") or {}).get(candidate.index, set())
+            withheld = context.channels.excluded_spans.get(candidate.index, set())
             keep = [k and span not in withheld for k, span in zip(keep, candidate.spans)]
             if all(keep):
                 continue
@@ -241,7 +254,7 @@ def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], sc
                if not k and math.isfinite(score)]
     if removed:
         run.decisions.append(Decision.model_construct(  # trusted fields, built in bulk
-            action="prune_spans", message_index=candidate.index, position=candidate.index,
+            action=Action.PRUNE_SPANS, message_index=candidate.index, position=candidate.index,
             span=None, tool=None, detail={}, reason=reason, score=max(s for _, s in removed),
             spans=[span for span, _ in removed], span_scores=[float(s) for _, s in removed]))
     return {**original, "content": " ".join(kept)}
@@ -269,11 +282,6 @@ def _score_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[i
             kept_fraction_by_threshold=[score.kept_fraction_by_threshold[i] for i in rows],
             ranking_score=score.ranking_score)
     return out
-
-
-def _agent_step_start(history: list[dict[str, Any]]) -> int:
-    """Messages after the last user message belong to the current step and are never pruned."""
-    return max((i for i, m in enumerate(history) if m.get("role") == "user"), default=len(history))
 
 
 def _tokens(message: dict[str, Any]) -> int:

@@ -16,7 +16,7 @@ from agentmem.text import MESSAGE_OVERHEAD_TOKENS
 
 def excluded_rows(context, corpus) -> np.ndarray:
     """Corpus rows an earlier stage withheld (``excluded_spans``: position -> spans)."""
-    excluded = context.extra.get("excluded_spans") or {}
+    excluded = context.channels.excluded_spans
     rows = [r for position, spans in excluded.items() if position < len(corpus.rows_of)
             for r in corpus.rows_of[position] if corpus.spans[r] in spans]
     return np.asarray(rows, dtype=np.int64)

@@ -18,22 +18,58 @@ with ``tool_choice: "none"``, or fewer than ``min_offered`` tools, are left alon
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentmem.lexical import terms
 from agentmem.messages import text_of
-from agentmem.report import Decision
-from agentmem.stages import register_stage
-from agentmem.stages.base import Draft, StageContext
-from agentmem.stages.prune import query_of, recent_start
-from agentmem.stages.query import query_vector
-from agentmem.stages.toolcat import Catalogue, catalogue_for, function_of
+from agentmem.report import Action, Decision
+from agentmem.stages.base import Draft, Stage, StageContext
+from agentmem.conversation import last_user_index, query_of, recent_start, user_indices
+from agentmem.state.toolcat import Catalogue, function_of
 from agentmem.text import sentences
+
+if TYPE_CHECKING:
+    from agentmem.policy import Policy
 
 CONTEXT_CHARACTERS = 2000
 MAX_SENTENCES = 12
+
+
+class ToolSettings(BaseModel):
+    """The tools stage (see agentmem/stages/tools.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_tools: int = Field(
+        10, ge=1, description="Most tools kept; pinned tools are kept even beyond it.")
+    min_tools: int = Field(3, ge=1, description="The best-scored tools always kept (never zero).")
+    min_offered: int = Field(6, ge=1, description="Requests offering fewer tools are left alone.")
+    threshold: float | None = Field(
+        None, description="Beyond min_tools, drop tools scoring below this (null: no floor).")
+    margin: float | None = Field(
+        None, ge=0, description="Beyond min_tools, drop tools scoring more than this below the "
+        "best tool (null: no margin).")
+    name_weight: float = Field(
+        0.5, ge=0, description="Weight of the cosine to the tool's name alone, next to the "
+        "cosine to its name, description and parameter names.")
+    lexical_weight: float = Field(
+        0.3, ge=0, description="Weight of BM25 (scaled to [0, 1]) next to the embedding cosine.")
+    context_weight: float = Field(
+        0.3, ge=0, description="Weight of the previous exchange's words in BM25, relative to "
+        "the current turn's.")
+    sentence_match: float | None = Field(
+        3.0, ge=0, description="In a request of several sentences, a sentence's best BM25 match "
+        "scoring at least this ranks with the best tool, so each part of a multi-part request "
+        "keeps its tool (null: off).")
+    always_include: list[str] = Field(
+        default_factory=list, description="Tool names never dropped.")
+    recent_calls_window: int = Field(
+        2, ge=0, description="Tools called within this many last user turns are kept (the "
+        "current agent step always counts).")
+
 
 
 @dataclass
@@ -46,7 +82,7 @@ class Turn:
 
     @classmethod
     def of(cls, history: list[dict[str, Any]]) -> "Turn":
-        users = [i for i, m in enumerate(history) if m.get("role") == "user"]
+        users = user_indices(history)
         request = text_of(history[users[-1]]) if users else ""
         context = (" ".join(text_of(m) for m in history[users[-2]: users[-1]])
                    if len(users) > 1 else "")
@@ -105,7 +141,8 @@ def select(scores: np.ndarray, pinned: np.ndarray, settings) -> tuple[np.ndarray
 
 def called_tools(history: list[dict[str, Any]], window: int) -> dict[str, str]:
     """Tools called in the current agent step or within the last ``window`` user turns."""
-    last_user = max((i for i, m in enumerate(history) if m.get("role") == "user"), default=-1)
+    last = last_user_index(history)
+    last_user = -1 if last is None else last
     start = min(recent_start(history, window), last_user + 1)
     out: dict[str, str] = {}
     for index in range(max(start, 0), len(history)):
@@ -123,22 +160,22 @@ def called_tools(history: list[dict[str, Any]], window: int) -> dict[str, str]:
     return out
 
 
-@register_stage
-class ToolsStage:
+class ToolsStage(Stage):
     name: ClassVar[str] = "tools"
+    settings_model = ToolSettings
+    runs_after = frozenset({"quarantine"})
 
-    @staticmethod
-    def wants_query_vector(policy, messages: list[dict[str, Any]]) -> bool:
+    def wants_query(self, policy: Policy, messages: list[dict[str, Any]]) -> list[str]:
         """The request's tools are not known here; a request with tools is the common case
         for a policy that lists this stage, so the query is embedded while ingest runs."""
-        return True
+        return [query_of(messages)]
 
     async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.tools
         pools = []  # (draft attribute, list) of the lists this call may shrink
-        if draft.tools and context.extra.get("tool_choice") != "none":
+        if draft.tools and context.channels.tool_choice != "none":
             pools.append(("tools", draft.tools))
-        if draft.functions and context.extra.get("function_call") != "none":
+        if draft.functions and context.channels.function_call != "none":
             pools.append(("functions", draft.functions))
         entries = [(attr, tool) for attr, tools in pools for tool in tools]
         if len(entries) < settings.min_offered or len(entries) <= settings.min_tools:
@@ -151,8 +188,8 @@ class ToolsStage:
         names = [str(f.get("name") or "") for f in functions]
         reasons = self._pins(names, history, context)
         redis = context.store.redis if context.store is not None else None
-        catalogue = await catalogue_for(functions, redis)
-        vector = await query_vector(turn.query)
+        catalogue = await context.state.catalogues.catalogue_for(functions, redis)
+        vector = await context.query_vector(turn.query)
         scores = hybrid_scores(catalogue, vector, turn, settings)
         pinned = np.fromiter((n in reasons or not n for n in names), dtype=bool, count=len(names))
         keep, floor = select(scores, pinned, settings)
@@ -171,10 +208,10 @@ class ToolsStage:
     def _pins(names: list[str], history: list[dict[str, Any]], context: StageContext) -> dict[str, str]:
         settings = context.policy.tools
         reasons = {n: "always included by the policy" for n in settings.always_include}
-        choice = context.extra.get("tool_choice")
+        choice = context.channels.tool_choice
         if isinstance(choice, dict) and (choice.get("function") or {}).get("name"):
             reasons[choice["function"]["name"]] = "named by tool_choice"
-        call = context.extra.get("function_call")
+        call = context.channels.function_call
         if isinstance(call, dict) and call.get("name"):
             reasons[call["name"]] = "named by function_call"
         for name, why in called_tools(history, settings.recent_calls_window).items():
@@ -198,14 +235,14 @@ class ToolsStage:
             reason = (f"score {score:.3f}{below}" if scores[index] < floor
                       else f"ranked {rank_list[index]}{beyond}")
             decisions.append(Decision(  # 4 fields validate faster than 10 construct
-                action="drop_tool", reason=reason, tool=names[index], score=score))
+                action=Action.DROP_TOOL, reason=reason, tool=names[index], score=score))
 
     @staticmethod
     def _summary(context: StageContext, names: list[str], scores: np.ndarray, keep: np.ndarray,
                  reasons: dict[str, str]) -> None:
         kept = [n for n, k in zip(names, keep.tolist()) if k]
         context.run.decisions.append(Decision(
-            action="keep_tools",
+            action=Action.KEEP_TOOLS,
             reason=f"kept {len(kept)} of {len(names)} tools: the most relevant to the turn and "
                    f"the ones that must stay callable",
             detail={"offered": len(names), "kept": kept, "scores": dict(zip(names, _rounded(scores))),

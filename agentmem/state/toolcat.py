@@ -6,7 +6,8 @@ per distinct tool list and kept in process; a repeat call pays one serialisation
 Vectors are content-addressed by the exact text embedded, so a tool shared by many lists (or
 many tenants, or many proxy replicas through Redis) is embedded once: an in-process LRU in
 front of ``agentmem:toolemb:<sha>`` keys (float16, like turn embeddings) keeps the hot path
-free of Redis round trips, and a cold replica reads what another one computed.
+free of Redis round trips, and a cold replica reads what another one computed. One
+``ToolCatalogues`` per engine, bounded in bytes and vectors.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import orjson
 from redis.exceptions import RedisError
 
 from agentmem.lexical import BM25Index, terms
-from agentmem.models.embedder import DIMENSION, from_bytes, to_bytes
+from agentmem.models.embedder import DIMENSION, Embedder, from_bytes, to_bytes
 from agentmem.models.runtime import run_inference
 from agentmem.store.keys import PREFIX
 
@@ -31,8 +32,6 @@ log = logging.getLogger("agentmem")
 
 TEXT_VERSION = "all-MiniLM-L6-v2/tool-text-v1"  # part of every vector's key: change it with the recipe
 VECTOR_TTL_S = 30 * 24 * 3600
-MAX_CATALOGUE_BYTES = 64 * 1024 * 1024  # ~100 lists of 200 tools
-MAX_VECTORS = 20_000  # ~30 MB
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_\-.:/\s]+")
@@ -50,10 +49,6 @@ class Catalogue:
     @property
     def nbytes(self) -> int:
         return self.vectors.nbytes + self.name_vectors.nbytes + 200 * len(self.names)
-
-
-_catalogues: OrderedDict[bytes, Catalogue] = OrderedDict()
-_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
 
 def function_of(tool: dict[str, Any]) -> dict[str, Any]:
@@ -90,61 +85,66 @@ def lexical_terms(function: dict[str, Any], text: str) -> list[str]:
     return terms(" ".join([text, *extra])) + ([name] if name else [])
 
 
-async def catalogue_for(functions: list[dict[str, Any]], redis: Any = None) -> Catalogue:
-    """The catalogue of a tool list (function definitions, in the list's order)."""
-    key = hashlib.blake2b(orjson.dumps(functions), digest_size=16).digest()
-    catalogue = _catalogues.get(key)
-    if catalogue is not None:
-        _catalogues.move_to_end(key)
+class ToolCatalogues:
+    """Tool lists and tool-text vectors of one engine, each an LRU with its own bound."""
+
+    def __init__(self, embedder: Embedder, max_bytes: int = 64 * 1024 * 1024,
+                 max_vectors: int = 20_000) -> None:
+        self.embedder = embedder
+        self.max_bytes = max_bytes  # ~100 lists of 200 tools at 64 MB
+        self.max_vectors = max_vectors  # ~30 MB at 20,000
+        self._catalogues: OrderedDict[bytes, Catalogue] = OrderedDict()
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    async def catalogue_for(self, functions: list[dict[str, Any]], redis: Any = None) -> Catalogue:
+        """The catalogue of a tool list (function definitions, in the list's order)."""
+        key = hashlib.blake2b(orjson.dumps(functions), digest_size=16).digest()
+        catalogue = self._catalogues.get(key)
+        if catalogue is not None:
+            self._catalogues.move_to_end(key)
+            return catalogue
+        names = [str(f.get("name") or "") for f in functions]
+        texts = [tool_text(f) for f in functions]
+        vectors = await self.vectors_for(texts + [split_name(n) for n in names], redis)
+        lexical = BM25Index()
+        for function, text in zip(functions, texts):
+            lexical.add(lexical_terms(function, text))
+        catalogue = Catalogue(names, vectors[: len(texts)], vectors[len(texts):], lexical)
+        self._catalogues[key] = catalogue
+        total = sum(c.nbytes for c in self._catalogues.values())
+        while total > self.max_bytes and len(self._catalogues) > 1:
+            total -= self._catalogues.popitem(last=False)[1].nbytes
         return catalogue
-    names = [str(f.get("name") or "") for f in functions]
-    texts = [tool_text(f) for f in functions]
-    vectors = await vectors_for(texts + [split_name(n) for n in names], redis)
-    lexical = BM25Index()
-    for function, text in zip(functions, texts):
-        lexical.add(lexical_terms(function, text))
-    catalogue = Catalogue(names, vectors[: len(texts)], vectors[len(texts):], lexical)
-    _catalogues[key] = catalogue
-    _evict()
-    return catalogue
 
-
-def _evict() -> None:
-    total = sum(c.nbytes for c in _catalogues.values())
-    while total > MAX_CATALOGUE_BYTES and len(_catalogues) > 1:
-        total -= _catalogues.popitem(last=False)[1].nbytes
-
-
-async def vectors_for(texts: list[str], redis: Any = None) -> np.ndarray:
-    """Unit MiniLM vectors of tool texts: process LRU, then Redis (one round trip), then the
-    embedder for what is still missing (written back to Redis). Fresh vectors go through
-    float16 like stored ones, so a score never depends on which cache answered."""
-    digests = [hashlib.sha256(f"{TEXT_VERSION}\x00{t}".encode()).hexdigest() for t in texts]
-    found: dict[str, np.ndarray] = {}
-    for digest in digests:
-        if digest in _vectors:
-            _vectors.move_to_end(digest)
-            found[digest] = _vectors[digest]
-    missing = list(dict.fromkeys(d for d in digests if d not in found))
-    if missing and redis is not None:
-        found.update(await _read(redis, missing))
-        missing = [d for d in missing if d not in found]
-    if missing:
-        from agentmem.models.embedder import default_embedder
-
-        text_of = dict(zip(digests, texts))
-        fresh = await run_inference(default_embedder().encode, [text_of[d] for d in missing])
-        raw = [to_bytes(row) for row in fresh]
-        found.update((d, from_bytes(r)[0]) for d, r in zip(missing, raw))
-        if redis is not None:
-            await _write(redis, dict(zip(missing, raw)))
-    for digest in digests:
-        _vectors[digest] = found[digest]
-    while len(_vectors) > MAX_VECTORS:
-        _vectors.popitem(last=False)
-    if not digests:
-        return np.zeros((0, DIMENSION), dtype=np.float32)
-    return np.vstack([found[d] for d in digests])
+    async def vectors_for(self, texts: list[str], redis: Any = None) -> np.ndarray:
+        """Unit MiniLM vectors of tool texts: process LRU, then Redis (one round trip), then the
+        embedder for what is still missing (written back to Redis). Fresh vectors go through
+        float16 like stored ones, so a score never depends on which cache answered."""
+        digests = [hashlib.sha256(f"{TEXT_VERSION}\x00{t}".encode()).hexdigest() for t in texts]
+        cache = self._vectors
+        found: dict[str, np.ndarray] = {}
+        for digest in digests:
+            if digest in cache:
+                cache.move_to_end(digest)
+                found[digest] = cache[digest]
+        missing = list(dict.fromkeys(d for d in digests if d not in found))
+        if missing and redis is not None:
+            found.update(await _read(redis, missing))
+            missing = [d for d in missing if d not in found]
+        if missing:
+            text_of = dict(zip(digests, texts))
+            fresh = await run_inference(self.embedder.encode, [text_of[d] for d in missing])
+            raw = [to_bytes(row) for row in fresh]
+            found.update((d, from_bytes(r)[0]) for d, r in zip(missing, raw))
+            if redis is not None:
+                await _write(redis, dict(zip(missing, raw)))
+        for digest in digests:
+            cache[digest] = found[digest]
+        while len(cache) > self.max_vectors:
+            cache.popitem(last=False)
+        if not digests:
+            return np.zeros((0, DIMENSION), dtype=np.float32)
+        return np.vstack([found[d] for d in digests])
 
 
 def _key(digest: str) -> str:

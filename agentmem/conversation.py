@@ -1,0 +1,63 @@
+"""Where things are in an OpenAI conversation: one home for the questions every stage asks.
+
+Which message is the newest user turn, what the current query is, where the verbatim recent
+window begins, which messages form one tool-call unit. Each stage and the validator used to
+answer these on its own, with three different defaults for "no user message"; here each
+question has one answer, and the default is in the name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentmem.messages import text_of, tool_call_units
+
+__all__ = ["agent_step_start", "last_user_index", "query_of", "recent_start", "tool_call_units",
+           "user_indices"]
+
+Message = dict[str, Any]
+
+TOOL_RESULT_CHARACTERS = 1000  # how much of a pending tool result joins the query
+
+
+def user_indices(history: list[Message]) -> list[int]:
+    """Positions of the user messages, oldest first."""
+    return [i for i, m in enumerate(history) if m.get("role") == "user"]
+
+
+def last_user_index(history: list[Message]) -> int | None:
+    """Position of the newest user message; None when there is none."""
+    for index in range(len(history) - 1, -1, -1):
+        if history[index].get("role") == "user":
+            return index
+    return None
+
+
+def agent_step_start(history: list[Message]) -> int:
+    """Where the current agent step begins: the newest user message (its position), or the end
+    of the history when there is none. Messages from here on are never pruned."""
+    last = last_user_index(history)
+    return len(history) if last is None else last
+
+
+def query_of(history: list[Message]) -> str:
+    """The text a turn is about: the newest user message, plus the pending tool calls and
+    results of the current agent step (an agent's step is about what it just asked for)."""
+    last = last_user_index(history)
+    parts = [text_of(history[last])] if last is not None else []
+    for message in history[(last if last is not None else -1) + 1:]:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
+        if message.get("role") == "tool":
+            parts.append(text_of(message)[:TOOL_RESULT_CHARACTERS])
+    return " ".join(p for p in parts if p).strip()
+
+
+def recent_start(history: list[Message], keep_exchanges: int) -> int:
+    """Where the verbatim recent window begins: the ``keep_exchanges``-th last user message
+    (the newest one when 0); the end of the history when there is no user message."""
+    users = user_indices(history)
+    if not users:
+        return len(history)
+    return users[-min(keep_exchanges, len(users))] if keep_exchanges > 0 else users[-1]

@@ -1,0 +1,147 @@
+"""Detectors: each finds one kind of bad statement and proposes quarantine records.
+
+A detector looks at a ``Scope`` (the session's statements, which rows are new, the records
+that exist) and returns new records; it never writes and never edits a request. The stage
+runs them on the call path only for what must be decided now, and after the reply for the
+rest, through the same interface. A new detector is a class with ``name``, ``enabled`` and
+``detect``, added to ``DETECTORS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+from agentmem.models.runtime import run_inference
+from agentmem.quarantine.clash import Clash, find_clashes, load_nli
+from agentmem.quarantine.poison import detect_poison
+from agentmem.quarantine.records import QuarantineRecord
+from agentmem.quarantine.settings import QuarantineSettings
+from agentmem.quarantine.statements import Statements
+
+RecordKey = tuple[int, int, int]
+
+
+@dataclass
+class Scope:
+    """What detectors see: statements of history[:n], the rows to examine, existing records."""
+
+    statements: Statements
+    new_rows: list[int]
+    turn_ids: list[int]  # turn id per history position
+    records: list[QuarantineRecord]
+    settings: QuarantineSettings
+    known: dict[RecordKey, QuarantineRecord] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.known:
+            self.known = {record.key: record for record in self.records}
+
+    @cached_property
+    def row_of(self) -> dict[RecordKey, int]:
+        statements = self.statements
+        return {(self.turn_ids[int(p)], *span): row
+                for row, (p, span) in enumerate(zip(statements.position, statements.spans))}
+
+    def key_of(self, row: int) -> RecordKey:
+        return (self.turn_ids[int(self.statements.position[row])], *self.statements.spans[row])
+
+
+class Detector(Protocol):
+    name: str
+
+    def enabled(self, settings: QuarantineSettings) -> bool: ...
+
+    async def detect(self, scope: Scope) -> list[QuarantineRecord]: ...
+
+
+class PoisonDetector:
+    """Recurring claims of the assistant or untrusted tools that no authority supports."""
+
+    name = "poison"
+
+    def enabled(self, settings: QuarantineSettings) -> bool:
+        return settings.poison
+
+    async def detect(self, scope: Scope) -> list[QuarantineRecord]:
+        return poison_records(scope)
+
+
+class ClashDetector:
+    """Statements that contradict an earlier one of the same source (NLI cross-encoder)."""
+
+    name = "clash"
+
+    def enabled(self, settings: QuarantineSettings) -> bool:
+        return settings.clash
+
+    async def detect(self, scope: Scope) -> list[QuarantineRecord]:
+        if not scope.new_rows:
+            return []
+        nli = await run_inference(load_nli, scope.settings)
+        clashes = await run_inference(find_clashes, scope.statements, scope.new_rows, nli, scope.settings)
+        return clash_records(clashes, scope, detector="nli")
+
+
+DETECTORS: tuple[Detector, ...] = (ClashDetector(), PoisonDetector())
+
+
+def poison_records(scope: Scope) -> list[QuarantineRecord]:
+    """New records for every occurrence of an unsupported recurring claim."""
+    statements, settings, known = scope.statements, scope.settings, scope.known
+    confirmed_rows = [scope.row_of[r.key] for r in scope.records
+                      if r.kind == "poison" and r.status == "confirmed" and r.key in scope.row_of]
+    confirmed = statements.vectors[confirmed_rows] if confirmed_rows else None
+    out = []
+    since = max(0, int(statements.position.max(initial=0)) + 1 - settings.poison_window_turns)
+    for finding in detect_poison(statements, settings, confirmed=confirmed, since_position=since):
+        for row in finding.rows:
+            key = scope.key_of(row)
+            if key in known:
+                continue
+            record = QuarantineRecord(
+                kind="poison", detector="recurrence", turn_id=key[0],
+                position=int(statements.position[row]), span=statements.spans[row],
+                text=statements.texts[row], source=statements.sources[row],
+                score=round(finding.score, 4), reason=finding.reason, claim=finding.claim,
+                related=[{"position": p} for p in finding.positions])
+            known[key] = record
+            out.append(record)
+    return out
+
+
+def clash_records(clashes: list[Clash], scope: Scope, *, detector: str) -> list[QuarantineRecord]:
+    """One record per clash: the loser's sentence, or (keep_both) a note on the newer one."""
+    statements, settings, known = scope.statements, scope.settings, scope.known
+    out = []
+    for clash in clashes:
+        loser = clash.loser(statements, settings.resolution)
+        subject = loser if loser is not None else clash.newer
+        other = clash.newer if subject == clash.older else clash.older
+        key = scope.key_of(subject)
+        if key in known:
+            continue
+        record = QuarantineRecord(
+            kind="clash", detector=f"{detector}:{settings.nli_model or 'nli-minilm'}",
+            turn_id=key[0], position=int(statements.position[subject]),
+            span=statements.spans[subject], text=statements.texts[subject],
+            source=statements.sources[subject], score=round(clash.probability, 4),
+            reason=(f"contradicted by a {'later' if subject == clash.older else 'more trusted'} "
+                    f"statement of {statements.sources[other]}: \"{statements.texts[other][:200]}\""),
+            related=[{"turn_id": scope.key_of(other)[0], "span": list(statements.spans[other]),
+                      "text": statements.texts[other]}],
+            note=(f"(Earlier: \"{statements.texts[clash.older][:200]}\")" if loser is None else None))
+        known[key] = record
+        out.append(record)
+    return out
+
+
+async def run_detectors(scope: Scope, detectors: tuple[Detector, ...] = DETECTORS
+                        ) -> list[QuarantineRecord]:
+    """Every enabled detector, in order; later ones see the earlier ones' records as known."""
+    out: list[QuarantineRecord] = []
+    for detector in detectors:
+        if detector.enabled(scope.settings):
+            out += await detector.detect(scope)
+    return out

@@ -1,0 +1,51 @@
+"""Settings of the quarantine stage and its detectors (the policy's ``quarantine`` section)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class QuarantineSettings(BaseModel):
+    """The quarantine stage: context clash and context poisoning (see agentmem/quarantine/)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clash: bool = Field(True, description="Detect statements that contradict earlier ones.")
+    poison: bool = Field(True, description="Detect recurring unsupported claims.")
+    resolution: Literal["newer_wins", "trust_wins", "keep_both"] = Field(
+        "newer_wins", description="Who loses a clash: the older statement, the less trusted "
+        "source (ties: the older), or nobody (a short note states both).")
+    nli_model: str | None = Field(
+        None, description="NLI checkpoint folder, or a Hugging Face cross-encoder name "
+        "(needs allow_hub); null: the shipped one.")
+    allow_hub: bool = Field(False, description="Allow nli_model to name a hub model.")
+    contradiction_threshold: float = Field(
+        0.85, ge=0, le=1, description="NLI contradiction probability that makes a clash.")
+    clash_similarity: float = Field(
+        0.2, ge=-1, le=1, description="Cosine above which two statements are about the same "
+        "subject and worth an NLI check.")
+    clash_candidates: int = Field(6, ge=1, description="Earlier statements checked per statement.")
+    call_path_similarity: float = Field(
+        0.5, ge=-1, le=1, description="The call-path check of the newest user message only "
+        "looks at earlier user statements this similar (the background looks wider).")
+    call_path_candidates: int = Field(3, ge=0, description="NLI pairs the call path may spend "
+                                      "(0: leave even the newest user message to the background).")
+    judge_model: str | None = Field(
+        None, description="A litellm model that double-checks NLI clashes in the background.")
+    untrusted_tools: list[str] = Field(
+        default_factory=lambda: ["web_*", "untrusted_*", "*search*", "*scrape*", "*browse*",
+                                 "*fetch_url*"],
+        description="Glob patterns of tool names whose results are untrusted.")
+    min_occurrences: int = Field(
+        3, ge=2, description="Occurrences of an unsupported claim that make it poison.")
+    recurrence_similarity: float = Field(
+        0.5, ge=-1, le=1, description="Cosine above which two claims are the same claim.")
+    poison_window_turns: int = Field(
+        200, ge=2, description="Recent turns the call path searches for new poison (records "
+        "found earlier keep applying).")
+    support_similarity: float = Field(
+        0.7, ge=-1, le=1, description="Cosine above which a trusted statement supports a claim.")
+
+

@@ -1,0 +1,48 @@
+"""Per-engine state: the embedder and every cache built from it.
+
+Two engines in one process share nothing by accident: each ``Hygiene`` owns one
+``EngineState``, and every stage reads the embedder, the query vectors, the session corpora
+and the tool catalogues through ``StageContext.state``. So an injected embedder is the one
+used everywhere, and the caches' bounds are settings of the engine that owns them.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentmem.models.embedder import Embedder
+from agentmem.state.corpus import Corpus, CorpusCache
+from agentmem.state.queries import QueryVectors
+from agentmem.state.toolcat import Catalogue, ToolCatalogues
+
+__all__ = ["CacheLimits", "Catalogue", "Corpus", "CorpusCache", "EngineState", "QueryVectors",
+           "ToolCatalogues"]
+
+MB = 1024 * 1024
+
+
+class CacheLimits(BaseModel):
+    """Bounds of the in-process caches of one engine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    corpus_mb: int = Field(512, ge=1, description="Session corpora (sentences, vectors, BM25).")
+    query_memo: int = Field(1024, ge=1, description="Query texts whose vectors are remembered.")
+    tool_catalogue_mb: int = Field(64, ge=1, description="Distinct tool lists, ready for scoring.")
+    tool_vectors: int = Field(20_000, ge=1, description="Tool-text vectors kept in process.")
+
+
+class EngineState:
+    """The embedder and the caches of one engine."""
+
+    def __init__(self, embedder: Embedder, limits: CacheLimits | None = None) -> None:
+        limits = limits or CacheLimits()
+        self.embedder = embedder
+        self.limits = limits
+        self.queries = QueryVectors(embedder, limits.query_memo)
+        self.corpora = CorpusCache(self.queries, limits.corpus_mb * MB)
+        self.catalogues = ToolCatalogues(embedder, limits.tool_catalogue_mb * MB, limits.tool_vectors)
+
+    def forget_session(self, tenant: str, session_id: str) -> None:
+        """Drop what is cached about a deleted session."""
+        self.corpora.forget(tenant, session_id)
