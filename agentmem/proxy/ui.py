@@ -16,6 +16,7 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse, RedirectResponse
 
 from agentmem.errors import NotFound
+from agentmem.report import Action
 
 STATIC = Path(__file__).parent / "static"
 
@@ -48,6 +49,12 @@ router = APIRouter(include_in_schema=False)
 async def page() -> FileResponse:
     return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8",
                         headers=HEADERS)
+
+
+@router.get("/v1/agentmem/actions")
+async def actions() -> dict[str, dict[str, str]]:
+    """The values ``Decision.action`` takes, by name: the page switches on these."""
+    return {"actions": {action.name: action.value for action in Action}}
 
 
 @router.get("/ui/")

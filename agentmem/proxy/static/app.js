@@ -6,6 +6,8 @@
 (() => {
   const KEY_STORAGE = "agentmem.apiKey";
   const SVG_NS = "http://www.w3.org/2000/svg";
+  // Decision actions as the API publishes them (GET /v1/agentmem/actions), never spelled here.
+  let ACTIONS = {};
   const state = { sessionId: null, session: null, reports: [], records: [], problems: [], call: -1 };
 
   class AuthError extends Error {}
@@ -246,12 +248,12 @@
       for (const d of stage.decisions) {
         const position = d.position ?? d.message_index;
         if (position === null || position === undefined) continue;
-        if (d.action === "prune_spans") {
+        if (d.action === ACTIONS.PRUNE_SPANS) {
           (d.spans || []).forEach((span, k) => slot(position).pruned.push({
             span, reason: `${stage.stage}: ${d.reason}`, score: (d.span_scores || [])[k] }));
-        } else if (d.action === "quarantine" && d.span) {
+        } else if (d.action === ACTIONS.QUARANTINE && d.span) {
           slot(position).quarantined.push({ span: d.span, reason: `quarantine: ${d.reason}`, score: d.score });
-        } else if (d.action === "drop_message") {
+        } else if (d.action === ACTIONS.DROP_MESSAGE) {
           slot(position).dropped = { reason: `${stage.stage}: ${d.reason}`, score: d.score };
         }
       }
@@ -390,8 +392,8 @@
   function toolLoadout(r) {
     const stage = (r.stages || []).find((s) => s.stage === "tools");
     const decisions = stage ? stage.decisions : [];
-    const summary = decisions.find((d) => d.action === "keep_tools");
-    const dropped = decisions.filter((d) => d.action === "drop_tool");
+    const summary = decisions.find((d) => d.action === ACTIONS.KEEP_TOOLS);
+    const dropped = decisions.filter((d) => d.action === ACTIONS.DROP_TOOL);
     const scores = (summary && summary.detail.scores) || {};
     const pinned = (summary && summary.detail.pinned) || {};
     let body;
@@ -456,6 +458,7 @@
   // -- start ----------------------------------------------------------------------------------
 
   async function start() {
+    ACTIONS = (await api("/v1/agentmem/actions")).actions;
     await loadSessions();
     const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
     if (wanted) await openSession(wanted);
