@@ -1,29 +1,52 @@
 """`agentmem bench clash`: does the newest turn contradict an earlier one of its speaker?
 
-Runs the same detector as the pipeline (candidates by cached-style MiniLM similarity, then
-the NLI model) on each dialogue's last turn, with a threshold sweep so the operating point is
-visible. The LLM-judge path runs only when the policy names a ``judge_model``.
+Runs the same cascade as the quarantine stage (rules, then the NLI backstop on similar
+candidates) on each dialogue's last turn. Speakers map to sources one to one (``user``,
+``assistant``, ``tool:NAME``, or a name), so a clash is only ever looked for between turns
+of the same speaker. The NLI threshold is swept so the operating point is visible; the rule
+layer's share and recall per clash kind (when records carry a ``kind``) are reported.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-THRESHOLDS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+THRESHOLDS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 1.01)
 
 
-async def _scores(records, settings) -> list[tuple[float, int | None]]:
-    """Per record: the best contradiction probability of the last turn, and the turn it names."""
+@dataclass
+class Outcome:
+    rule: bool  # a rule fired on the last turn
+    rule_turn: int | None
+    nli: float  # the best NLI probability among candidates the rules left
+    nli_turn: int | None
+
+    def predicted(self, threshold: float) -> tuple[bool, int | None]:
+        if self.rule:
+            return True, self.rule_turn
+        return self.nli >= threshold, self.nli_turn
+
+
+def _role(speaker: str, first: str) -> str:
+    if speaker in {"user", "assistant", "system"}:
+        return speaker
+    if speaker.startswith("tool:"):
+        return "assistant"  # its text is what matters here; the source keeps it apart
+    return "user" if speaker == first else "assistant"
+
+
+async def _outcomes(records: list[Any], settings: Any) -> list[Outcome]:
     from agentmem.ingest import chain_hashes
-    from agentmem.quarantine.clash import load_nli
-    from agentmem.quarantine.clash import candidate_pairs
-    from agentmem.quarantine.statements import statements_of
-    from agentmem.policy import policy_from_dict
-    from agentmem.report import Report, StageRun
     from agentmem.models.embedder import default_embedder
+    from agentmem.policy import policy_from_dict
+    from agentmem.quarantine.clash import load_nli, nli_candidates, rule_clashes, turn_rule_clashes
+    from agentmem.quarantine.statements import statements_of
+    from agentmem.report import Report, StageRun
     from agentmem.stages.base import StageContext
     from agentmem.state import EngineState
 
@@ -32,30 +55,30 @@ async def _scores(records, settings) -> list[tuple[float, int | None]]:
     state = EngineState(default_embedder())
     out = []
     for record in records:
-        speakers = list(dict.fromkeys(t.speaker for t in record.turns))
-        roles = {s: ("user" if i == 0 else "assistant") for i, s in enumerate(speakers)}
-        history = [{"role": roles[t.speaker], "content": t.text} for t in record.turns]
+        first = record.turns[0].speaker
+        history = [{"role": _role(t.speaker, first), "content": t.text} for t in record.turns]
         context = StageContext(policy, "gpt-4o", history, state,
                                Report(tenant="bench", session_id="clash", policy="bench"),
                                StageRun(stage="clash"), chains=chain_hashes(history))
         corpus = await context.corpus(len(history))
         statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
+        statements.sources = [record.turns[int(p)].speaker for p in statements.position]
         last = len(history) - 1
         new_rows = [int(r) for r in np.flatnonzero(statements.position == last)]
-        pairs = candidate_pairs(statements, new_rows, settings)
-        if not pairs:
-            out.append((0.0, None))
-            continue
-        probabilities = nli.contradiction([(statements.texts[a], statements.texts[b]) for a, b in pairs])
-        best = int(np.argmax(probabilities))
-        out.append((float(probabilities[best]), int(statements.position[pairs[best][0]])))
+        rules = rule_clashes(statements, new_rows) or turn_rule_clashes(statements, new_rows)
+        rule_turn = int(statements.position[rules[0].older]) if rules else None
+        rest = [r for r in new_rows if r not in {c.newer for c in rules}]
+        scored = nli_candidates(statements, rest, nli, settings) if rest else []
+        best = max(scored, key=lambda c: c.probability, default=None)
+        out.append(Outcome(bool(rules), rule_turn, best.probability if best else 0.0,
+                           int(statements.position[best.older]) if best else None))
     return out
 
 
-def _metrics(records, scores, threshold: float) -> dict[str, float | None]:
+def _metrics(records: list[Any], outcomes: list[Outcome], threshold: float) -> dict[str, float | None]:
     tp = fp = fn = tn = located = locatable = 0
-    for record, (score, turn) in zip(records, scores):
-        predicted = score >= threshold
+    for record, outcome in zip(records, outcomes):
+        predicted, turn = outcome.predicted(threshold)
         if predicted and record.label:
             tp += 1
             if record.contradicting_turns:
@@ -76,16 +99,32 @@ def _metrics(records, scores, threshold: float) -> dict[str, float | None]:
             "localization": located / locatable if locatable else None}  # None: no gold turns
 
 
-def run_clash(records, *, policy: str | None = None) -> dict[str, Any]:
+def _by_kind(records: list[Any], outcomes: list[Outcome], threshold: float) -> dict[str, Any]:
+    """Per record kind (when the file has one): how often the cascade said "clash"."""
+    said, total = Counter(), Counter()
+    for record, outcome in zip(records, outcomes):
+        kind = getattr(record, "kind", None)
+        if kind:
+            total[kind] += 1
+            said[kind] += outcome.predicted(threshold)[0]
+    return {k: {"n": total[k], "flagged": said[k] / total[k]} for k in sorted(total)}
+
+
+def run_clash(records: list[Any], *, policy: str | None = None) -> dict[str, Any]:
     from agentmem.policy import load_policy
 
     settings = load_policy(policy or "default").quarantine
-    scores = asyncio.run(_scores(records, settings))
-    result = {"n": len(records), "path": "nli", "model": settings.nli_model or "nli-minilm",
-              "threshold": settings.contradiction_threshold,
-              **_metrics(records, scores, settings.contradiction_threshold)}
-    result["sweep"] = {str(t): _metrics(records, scores, t) for t in THRESHOLDS}
-    result["judge"] = ({"status": f"not run: the judge ({settings.judge_model}) is not wired into "
-                                  "this bench yet"} if settings.judge_model else
-                       {"status": "not run: the policy sets no judge_model (no reachable LLM here)"})
+    outcomes = asyncio.run(_outcomes(records, settings))
+    threshold = settings.contradiction_threshold
+    result: dict[str, Any] = {
+        "n": len(records), "path": "rules+nli", "model": settings.nli_model or "nli-minilm",
+        "threshold": threshold, **_metrics(records, outcomes, threshold)}
+    result["rules_only"] = _metrics(records, outcomes, float("inf"))
+    result["sweep"] = {str(t): _metrics(records, outcomes, t) for t in THRESHOLDS}
+    kinds = _by_kind(records, outcomes, threshold)
+    if kinds:
+        result["by_kind"] = kinds
+    result["judge"] = ({"status": f"configured ({settings.judge_model}); it runs after the reply "
+                                  "in the proxy, not in this offline bench"} if settings.judge_model
+                       else {"status": "not run: the policy sets no judge_model"})
     return result

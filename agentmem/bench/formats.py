@@ -6,8 +6,9 @@ number. Extra keys (``notes``, ``in_metatool_dev_jsonl``, ...) are ignored, as t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -51,6 +52,7 @@ class ClashRecord(_Record):
     turns: list[ClashTurn]
     label: bool
     contradicting_turns: list[int] | None = None
+    kind: str | None = None  # optional: the clash or hard-negative kind, for per-kind results
 
 
 class PoisonClaim(_Record):

@@ -1,26 +1,42 @@
 """Context clash: a statement that contradicts an earlier one from the same source.
 
-Candidates come from the cached sentence vectors (same speaker or same tool, about the same
-subject: cosine above ``clash_similarity``); only those pairs reach the NLI cross-encoder, so
-a long session costs a handful of NLI pairs per new turn, not a quadratic sweep. Resolution is
-the policy's: the newer statement wins by default (people change their minds, facts get
-updated), or the more trusted source wins, or both stay with a short factual note.
+A cascade, cheapest and most precise first:
+1. **Rules** (``quarantine.rules``): typed slot/value conflicts (ages, amounts, dates, names,
+   places, diet, allergies, family, standing instructions...) with guards for updates that
+   announce themselves, other people, hypotheticals and time-qualified statements. Claims
+   inside questions and subordinate clauses count ("as a 52-year-old, should I...?"). Every
+   earlier statement of the same source is checked: a rule costs microseconds.
+2. **NLI backstop**: where the rules are silent (and no guard explained the pair), the most
+   similar earlier statements (cosine above ``clash_similarity``) go to the NLI cross-encoder,
+   and only a high contradiction probability makes a clash.
+3. **Judge** (optional, ``judge_model``): NLI candidates above ``judge_threshold`` are asked of
+   an LLM through litellm, after the reply (``quarantine.judge``); its verdict replaces NLI's.
+
+Resolution is the policy's: the newer statement wins by default (people change their minds,
+facts get updated), or the more trusted source wins, or both stay with a short factual note.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
+from agentmem.quarantine.rules import RuleVerdict, rule_clash, rule_silent_ok
 from agentmem.quarantine.statements import TRUST_RANK, Statements, is_claim
+
+MAX_RULE_CANDIDATES = 400  # earlier statements of the source the rules look at, newest first
 
 
 @dataclass
 class Clash:
     newer: int  # statement rows
     older: int
-    probability: float  # NLI contradiction probability of (older, newer)
+    probability: float  # the deciding layer's confidence that (older, newer) contradict
+    detector: str = "nli"  # "rule:<kind>", "nli", "judge:<model>"
+    reason: str = ""  # a rule's explanation, when a rule decided
 
     def loser(self, statements: Statements, resolution: str) -> int | None:
         if resolution == "keep_both":
@@ -33,7 +49,16 @@ class Clash:
         return self.older
 
 
-def load_nli(settings):
+@dataclass
+class Candidate:
+    """A pair the rules left to the models: its NLI probability once scored."""
+
+    older: int
+    newer: int
+    probability: float = 0.0
+
+
+def load_nli(settings: Any) -> Any:
     """The policy's NLI model: the shipped one, a local folder, or (allow_hub) a hub name."""
     from agentmem.models.nli import cached_nli
 
@@ -45,7 +70,7 @@ def load_nli(settings):
 _HUB: dict[str, object] = {}
 
 
-def _hub_model(name: str):
+def _hub_model(name: str) -> Any:
     from agentmem.models.nli import NLIModel
 
     if name not in _HUB:
@@ -53,34 +78,119 @@ def _hub_model(name: str):
     return _HUB[name]
 
 
-def candidate_pairs(statements: Statements, new_rows: list[int], settings) -> list[tuple[int, int]]:
-    """(older, newer) pairs worth an NLI check: same source, similar enough, most similar first."""
+@lru_cache(maxsize=65536)
+def _rule(older: str, newer: str) -> RuleVerdict | None:
+    return rule_clash(older, newer)
+
+
+@lru_cache(maxsize=65536)
+def _silent(older: str, newer: str) -> bool:
+    return rule_silent_ok(older, newer)
+
+
+def _earlier_same_source(statements: Statements, row: int) -> list[int]:
+    position, source = int(statements.position[row]), statements.sources[row]
+    return [i for i in range(statements.size)
+            if statements.position[i] < position and statements.sources[i] == source]
+
+
+def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
+    """Step 1: the most confident rule verdict per new statement, against every earlier
+    statement of its source (newest first, capped)."""
+    out = []
+    for row in new_rows:
+        earlier = _earlier_same_source(statements, row)[-MAX_RULE_CANDIDATES:]
+        best: tuple[RuleVerdict, int] | None = None
+        for older in reversed(earlier):
+            verdict = _rule(statements.texts[older], statements.texts[row])
+            if verdict is not None and (best is None or verdict.score > best[0].score):
+                best = (verdict, older)
+        if best is not None:
+            verdict, older = best
+            out.append(Clash(row, older, float(verdict.score), f"rule:{verdict.kind}",
+                             verdict.reason))
+    return out
+
+
+def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
+    """Step 1 at turn level, for facts spread over sentences ("I have two kids. They're 5 and
+    7."): each new turn of a source against each earlier turn of that source; the clash is
+    placed on the sentences that hold the conflicting values."""
+    by_position: dict[int, list[int]] = {}
+    for row in range(statements.size):
+        by_position.setdefault(int(statements.position[row]), []).append(row)
+    out = []
+    for position in sorted({int(statements.position[r]) for r in new_rows}):
+        rows = by_position[position]
+        source = statements.sources[rows[0]]
+        newer_text = " ".join(statements.texts[r] for r in rows)
+        earlier = [p for p in by_position if p < position
+                   and statements.sources[by_position[p][0]] == source][-MAX_RULE_CANDIDATES:]
+        best: tuple[RuleVerdict, int] | None = None
+        for older_position in reversed(earlier):
+            older_text = " ".join(statements.texts[r] for r in by_position[older_position])
+            verdict = _rule(older_text, newer_text)
+            if verdict is not None and (best is None or verdict.score > best[0].score):
+                best = (verdict, older_position)
+        if best is not None:
+            verdict, older_position = best
+            out.append(Clash(_holding(statements, rows, verdict.newer),
+                             _holding(statements, by_position[older_position], verdict.older),
+                             float(verdict.score), f"rule:{verdict.kind}", verdict.reason))
+    return out
+
+
+def _holding(statements: Statements, rows: list[int], evidence: str) -> int:
+    """The row whose sentence contains the evidence (case-insensitive), else the first."""
+    needle = evidence.lower().strip()
+    return next((r for r in rows if needle and needle in statements.texts[r].lower()), rows[0])
+
+
+def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any) -> list[tuple[int, int]]:
+    """Step 2's pairs: (older, newer), same source, similar enough, most similar first; pairs a
+    rule guard already explained are left out."""
     pairs = []
     for row in new_rows:
         text = statements.texts[row]
         if text.rstrip().endswith("?") or (not is_claim(text) and len(text.split()) < 3):
-            continue  # a question asserts nothing; neither does "OK, thanks"
-        position, source = int(statements.position[row]), statements.sources[row]
-        earlier = [i for i in range(statements.size)
-                   if statements.position[i] < position and statements.sources[i] == source
-                   and not statements.texts[i].rstrip().endswith("?")]
+            continue  # a question asserts nothing the rules did not already read from it
+        earlier = [i for i in _earlier_same_source(statements, row)
+                   if not statements.texts[i].rstrip().endswith("?")]
         if not earlier:
             continue
         cosine = statements.vectors[earlier] @ statements.vectors[row]
         ranked = np.argsort(-cosine)[: settings.clash_candidates]
-        pairs += [(earlier[i], row) for i in ranked if cosine[i] >= settings.clash_similarity]
+        pairs += [(earlier[i], row) for i in ranked if cosine[i] >= settings.clash_similarity
+                  and not _silent(statements.texts[earlier[i]], text)]
     return pairs
 
 
-def find_clashes(statements: Statements, new_rows: list[int], nli, settings) -> list[Clash]:
-    """The strongest contradiction per new statement, if it clears the threshold."""
+def nli_candidates(statements: Statements, new_rows: list[int], nli: Any, settings: Any
+                   ) -> list[Candidate]:
+    """Step 2: the NLI probability of every candidate pair."""
     pairs = candidate_pairs(statements, new_rows, settings)
     if not pairs:
         return []
     probabilities = nli.contradiction([(statements.texts[a], statements.texts[b]) for a, b in pairs])
+    return [Candidate(a, b, float(p)) for (a, b), p in zip(pairs, probabilities)]
+
+
+def strongest(clashes: list[Clash]) -> list[Clash]:
+    """One clash per new statement: the most confident."""
     best: dict[int, Clash] = {}
-    for (older, newer), probability in zip(pairs, probabilities):
-        if probability >= settings.contradiction_threshold and (
-                newer not in best or probability > best[newer].probability):
-            best[newer] = Clash(newer, older, float(probability))
+    for clash in clashes:
+        if clash.newer not in best or clash.probability > best[clash.newer].probability:
+            best[clash.newer] = clash
     return sorted(best.values(), key=lambda c: c.newer)
+
+
+def find_clashes(statements: Statements, new_rows: list[int], nli: Any, settings: Any) -> list[Clash]:
+    """Rules, then the NLI backstop for the statements the rules did not decide."""
+    decided = rule_clashes(statements, new_rows)
+    done = {int(statements.position[c.newer]) for c in decided}
+    decided += turn_rule_clashes(statements, [r for r in new_rows if int(statements.position[r]) not in done])
+    rest = [row for row in new_rows if row not in {c.newer for c in decided}]
+    scored = nli_candidates(statements, rest, nli, settings) if nli is not None else []
+    backstop = [Clash(c.newer, c.older, c.probability, "nli") for c in scored
+                if c.probability >= settings.contradiction_threshold]
+    return strongest(decided + backstop)

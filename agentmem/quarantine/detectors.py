@@ -81,7 +81,7 @@ class ClashDetector:
             return []
         nli = await run_inference(load_nli, scope.settings)
         clashes = await run_inference(find_clashes, scope.statements, scope.new_rows, nli, scope.settings)
-        return clash_records(clashes, scope, detector="nli")
+        return clash_records(clashes, scope)
 
 
 DETECTORS: tuple[Detector, ...] = (ClashDetector(), PoisonDetector())
@@ -111,7 +111,7 @@ def poison_records(scope: Scope) -> list[QuarantineRecord]:
     return out
 
 
-def clash_records(clashes: list[Clash], scope: Scope, *, detector: str) -> list[QuarantineRecord]:
+def clash_records(clashes: list[Clash], scope: Scope) -> list[QuarantineRecord]:
     """One record per clash: the loser's sentence, or (keep_both) a note on the newer one."""
     statements, settings, known = scope.statements, scope.settings, scope.known
     out = []
@@ -122,13 +122,17 @@ def clash_records(clashes: list[Clash], scope: Scope, *, detector: str) -> list[
         key = scope.key_of(subject)
         if key in known:
             continue
+        detector = (f"nli:{settings.nli_model or 'nli-minilm'}" if clash.detector == "nli"
+                    else clash.detector)
+        why = f" ({clash.reason})" if clash.reason else ""
         record = QuarantineRecord(
-            kind="clash", detector=f"{detector}:{settings.nli_model or 'nli-minilm'}",
+            kind="clash", detector=detector,
             turn_id=key[0], position=int(statements.position[subject]),
             span=statements.spans[subject], text=statements.texts[subject],
             source=statements.sources[subject], score=round(clash.probability, 4),
             reason=(f"contradicted by a {'later' if subject == clash.older else 'more trusted'} "
-                    f"statement of {statements.sources[other]}: \"{statements.texts[other][:200]}\""),
+                    f"statement of {statements.sources[other]}: \"{statements.texts[other][:200]}\""
+                    f"{why}"),
             related=[{"turn_id": scope.key_of(other)[0], "span": list(statements.spans[other]),
                       "text": statements.texts[other]}],
             note=(f"(Earlier: \"{statements.texts[clash.older][:200]}\")" if loser is None else None))

@@ -110,7 +110,7 @@ class QuarantineStage(Stage):
         except Exception as error:  # noqa: BLE001 - no NLI model: poison still works
             context.report.warnings.append(f"clash check skipped: {type(error).__name__}: {error}")
             return []
-        return clash_records(clashes, scope, detector="nli")
+        return clash_records(clashes, scope)
 
     @staticmethod
     def _withhold(draft: Draft, context: StageContext, records: list[QuarantineRecord],

@@ -1,0 +1,241 @@
+"""The rule layer of the clash cascade: cheap, precise verdicts before any model runs.
+
+Two texts of one speaker go in (the older said first); out comes either a typed verdict
+(age 34 vs 52, vegetarian vs "I had a steak", "reply in French" vs "reply in English",
+"never been to Japan" vs "in Osaka last year") or nothing. :func:`rule_clash` fires only on
+slot/value conflicts that survive every guard (another person, hypothetical, past or
+time-bounded, habit vs exception, announced update); :func:`rule_silent_ok` says when a
+guard or a restatement already explains the pair, so the NLI backstop need not be asked.
+
+Besides the typed facts of :mod:`agentmem.quarantine.slots`, one structural rule lives
+here: two renderings of the same record (a tool's stock line, a flight status, a calendar
+day) that agree on their labels but disagree on a number, time or date, or list items on
+one side and "no events" on the other.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+
+from agentmem.quarantine.claims import claim_clauses, split_sentences
+from agentmem.quarantine.slots import announces_update, conflict, extract_facts, relations
+
+MIN_SCORE = 0.6  # verdicts below this are not returned at all
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    kind: str  # "value" | "name_place" | "negation" | "world_knowledge" | "instruction_reversal" | "profile"
+    slot: str  # e.g. "age", "diet", "residence", "kids", "name:dog"
+    older: str  # the conflicting value/evidence in the older text
+    newer: str
+    score: float  # confidence in [0, 1]
+    reason: str  # one human-readable line
+
+
+def rule_clash(older: str, newer: str) -> RuleVerdict | None:
+    """The most confident rule-level contradiction of ``older`` by ``newer`` (same speaker)."""
+    candidates = [v for v in (_fact_verdict(older, newer), _record_verdict(older, newer)) if v is not None]
+    candidates = [v for v in candidates if v.score >= MIN_SCORE]
+    return max(candidates, key=lambda v: v.score) if candidates else None
+
+
+def _fact_verdict(older: str, newer: str) -> RuleVerdict | None:
+    found = conflict(extract_facts(older), extract_facts(newer))
+    if found is None:
+        return None
+    from agentmem.quarantine.slots import display
+    return RuleVerdict(found.kind, found.slot, display(found.older), display(found.newer), found.score,
+                       found.reason)
+
+
+# --------------------------------------------------------------------------- silent guard
+
+_STOPWORDS = frozenset("""the a an and or but so to of in on at for with from by is are was were be been being am
+i me my we our you your he she it they them his her its their this that these those there here have has had do does
+did not no yes just very really too also then than as if when what which who how why where would could should will
+can may might must about into over after before out up down all any some more most much many one two get got
+like love want need know think make made go going went come back well good great nice thanks thank okay ok
+""".split())
+
+
+def rule_silent_ok(older: str, newer: str) -> bool:
+    """True when a guard says the pair is definitely not a clash (skip the NLI backstop too).
+
+    That is: no rule fires, and either the newer text asserts nothing (a pure question), or
+    every newer clause that talks about what the older text said is explained by a guarded
+    or consistent fact pair (another person, hypothetical, time-qualified, update announced,
+    or a restatement of the same value).
+    """
+    if rule_clash(older, newer) is not None:
+        return False
+    newer_clauses = [c for s in split_sentences(newer) for c in claim_clauses(s)]
+    if not newer_clauses:
+        return True
+    older_facts, newer_facts = extract_facts(older), extract_facts(newer)
+    linked = [r for r in relations(older_facts, newer_facts) if r.status in ("guarded", "consistent")]
+    if not linked:
+        return False
+    if announces_update(newer) and any(r.guard == "update announced" for r in linked):
+        return True
+    explained = {r.newer.evidence for r in linked}
+    older_words = _content_words(older)
+    for clause in newer_clauses:
+        if clause in explained or any(clause in e or e in clause for e in explained):
+            continue
+        if _content_words(clause) & older_words:
+            return False
+    return True
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z][a-z'-]{2,}", text.lower()) if w not in _STOPWORDS}
+
+
+# --------------------------------------------------------------------------- same record, different value
+
+_TOKEN = re.compile(r"\d{1,2}:\d{2}|\d+(?:[.,]\d+)*|[A-Za-z]+(?:[-'][A-Za-z]+)*|[^\sA-Za-z\d]")
+_VALUE_TOKEN = re.compile(r"^(?:\d{1,2}:\d{2}|\d+(?:[.,]\d+)*|[$€£%]|am|pm|AM|PM)$")
+_PLACEHOLDER = re.compile(r"^(?:tba|tbd|tbc|pending|unknown|n/?a|none|null|-+|\?+)$", re.IGNORECASE)
+_EXPLAINED = re.compile(r"\b(?:updated?|changed?|delayed|rescheduled|revised|corrected|correction|now|sold|reserved|"
+                        r"moved|previously|was|were|instead|new|cancell?ed|postponed|adjusted|since|after|"
+                        r"remaining|left)\b", re.IGNORECASE)
+_EMPTY = re.compile(r"^\s*(?:no (?:\w+ )?(?:events|meetings|appointments|results|items|entries|records?|matches|"
+                    r"bookings|orders|stock|warranty|coverage|policy|reservations?|data|history)\b|none\b|nothing"
+                    r"(?: scheduled)?\b|empty\b|0 (?:results|items|events)\b|free all day\b|not found\b)",
+                    re.IGNORECASE)
+_MIN_TOKENS = 6
+
+
+def _record_verdict(older: str, newer: str) -> RuleVerdict | None:
+    """Two renderings of one record that disagree on a value (tool outputs, status lines)."""
+    best: RuleVerdict | None = None
+    for old_line in _lines(older):
+        for new_line in _lines(newer):
+            verdict = _differing_fields(old_line, new_line) or _empty_vs_listed(old_line, new_line) or \
+                _differing_values(old_line, new_line)
+            if verdict and (best is None or verdict.score > best.score):
+                best = verdict
+    return best
+
+
+# Fields whose value is expected to move between two reads of the same record.
+_VOLATILE_KEY = re.compile(r"status|state|result|scan|updated?|as of|eta|estimated|location|current|progress|position|"
+                           r"queue|time|timestamp|checked|retrieved|fetched|last|next|remaining|balance|note",
+                           re.IGNORECASE)
+_ID_KEY = re.compile(r"(?:^|_)id$|^id|number|serial|sku|booking|order|tracking|policy|patient|ticket|account|"
+                     r"reservation|invoice", re.IGNORECASE)
+_RECORD_CHANGE = re.compile(r"\b(?:revised|updated|corrected|exception|delay(?:ed)?|cancell?ed|refund(?:ed)?|modified|"
+                            r"changed|amended|rebooked|reissued)\b", re.IGNORECASE)
+
+
+def _record(line: str) -> tuple[tuple[str, ...], dict[str, str]] | None:
+    """(identity, fields) of a 'key: value | key: value' line or a flat JSON object."""
+    if line.startswith("{") and line.endswith("}"):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        fields = {str(k).lower(): str(v).strip().lower() for k, v in data.items() if not isinstance(v, (dict, list))}
+        identity = tuple(f"{k}={v}" for k, v in fields.items() if _ID_KEY.search(k))
+        return (identity, fields) if identity and len(fields) >= 3 else None
+    if line.count(" | ") < 2:
+        return None
+    keyed: dict[str, str] = {}
+    unkeyed: list[str] = []
+    for segment in re.split(r"\s+\|\s+", line):
+        match = re.match(r"^([A-Za-z][\w ./()-]{0,30}?):\s*(.+)$", segment.strip())
+        if match:
+            keyed[match.group(1).strip().lower()] = match.group(2).strip().lower()
+        else:
+            unkeyed.append(segment.strip().lower())
+    return (tuple(unkeyed), keyed) if unkeyed and len(keyed) >= 2 else None
+
+
+def _differing_fields(old: str, new: str) -> RuleVerdict | None:
+    """The same record (same identity) read twice with a field that changed for no stated reason."""
+    a, b = _record(old), _record(new)
+    if a is None or b is None or a[0] != b[0] or _RECORD_CHANGE.search(new):
+        return None
+    for key, old_value in a[1].items():
+        new_value = b[1].get(key)
+        if new_value is None or new_value == old_value or _VOLATILE_KEY.search(key) or _ID_KEY.search(key):
+            continue
+        if _PLACEHOLDER.match(old_value) or _PLACEHOLDER.match(new_value):
+            continue
+        numeric = bool(re.search(r"\d", old_value) and re.search(r"\d", new_value))
+        negated = bool(re.search(r"\b(?:not|none|no)\b", old_value)) != bool(re.search(r"\b(?:not|none|no)\b",
+                                                                                       new_value))
+        kind = "value" if numeric else "negation" if negated else "name_place"
+        return RuleVerdict(kind, "record:" + key, old_value[:60], new_value[:60], 0.85,
+                           f'{key}: "{old_value[:40]}" earlier, "{new_value[:40]}" now')
+    return None
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in re.split(r"\n+", text) if line.strip()]
+
+
+def _empty_vs_listed(old: str, new: str) -> RuleVerdict | None:
+    """'Tue Oct 8: 15:00 Dentist' vs 'Tue Oct 8: no events' (same key, items vs nothing)."""
+    old_key, _, old_body = old.partition(": ")
+    new_key, _, new_body = new.partition(": ")
+    if not old_body or not new_body or old_key.strip().lower() != new_key.strip().lower() or len(old_key) > 40:
+        return None
+    old_empty, new_empty = bool(_EMPTY.match(old_body)), bool(_EMPTY.match(new_body))
+    if old_empty == new_empty or _RECORD_CHANGE.search(new_body):
+        return None
+    return RuleVerdict("negation", "record:" + old_key.strip()[:30], old_body.strip()[:60], new_body.strip()[:60],
+                       0.85, f'{old_key.strip()}: "{old_body.strip()[:40]}" earlier, "{new_body.strip()[:40]}" now')
+
+
+def _differing_values(old: str, new: str) -> RuleVerdict | None:
+    a, b = _TOKEN.findall(old), _TOKEN.findall(new)
+    if min(len(a), len(b)) < _MIN_TOKENS or split_sentences(old) != [old] and len(split_sentences(old)) > 3:
+        return None
+    matcher = difflib.SequenceMatcher(None, [t.lower() for t in a], [t.lower() for t in b], autojunk=False)
+    if matcher.ratio() < 0.6:
+        return None
+    diffs: list[tuple[str, str, str]] = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op != "replace":
+            continue
+        left, right = a[i1:i2], b[j1:j2]
+        if any(_PLACEHOLDER.match(t) for t in left + right):
+            return None
+        if not all(_VALUE_TOKEN.match(t) for t in left + right):
+            if any(t.isalpha() for t in left + right):
+                return None  # a different label or entity: not the same record
+            continue
+        context = " ".join(a[max(0, i1 - 3):i1])
+        if not re.search(r"[A-Za-z]", context):
+            continue
+        diffs.append((context, " ".join(left), " ".join(right)))
+    if not diffs or _EXPLAINED.search(_only_new_words(a, b)) or _delta_explained(diffs, b):
+        return None
+    context, left, right = diffs[0]
+    return RuleVerdict("value", "record:" + context[-30:], left, right, 0.85,
+                       f'{context[-30:]}: "{left}" earlier, "{right}" now')
+
+
+def _only_new_words(a: list[str], b: list[str]) -> str:
+    old_words = {t.lower() for t in a}
+    return " ".join(t for t in b if t.lower() not in old_words)
+
+
+def _delta_explained(diffs: list[tuple[str, str, str]], new_tokens: list[str]) -> bool:
+    """'23 units' -> '20 units (3 reserved)': the newer text carries the difference itself."""
+    numbers = {float(t.replace(",", "")) for t in new_tokens if re.fullmatch(r"\d+(?:[.,]\d+)?", t)}
+    for _, left, right in diffs:
+        try:
+            delta = abs(float(left.replace(",", "")) - float(right.replace(",", "")))
+        except ValueError:
+            continue
+        if delta and delta in numbers - {float(right.replace(",", ""))}:
+            return True
+    return False
