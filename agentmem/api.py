@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +27,14 @@ from redis.exceptions import LockError
 from agentmem.config import Settings
 from agentmem.errors import HygieneUnavailable, InvalidRequest
 from agentmem.identity import session_id_for
-from agentmem.ingest import (build_turns, chain_hashes, embed_turns, message_tokens, messages_tokens,
-                             tools_tokens)
+from agentmem.ingest import (
+    build_turns,
+    chain_hashes,
+    embed_turns,
+    message_tokens,
+    messages_tokens,
+    tools_tokens,
+)
 from agentmem.messages import chain_hash, check_conversation, message_hash, parse_chat_request
 from agentmem.metrics import Metrics
 from agentmem.models.embedder import Embedder, default_embedder, to_bytes
@@ -78,8 +84,8 @@ class Hygiene:
         self.tenant = tenant
         self.connector = RedisConnector(self.settings.redis_url, directory=self.settings.data_dir)
         self.embedder = embedder or default_embedder()
-        self.state = EngineState(self.embedder, cache_limits)
         self.upstream: Upstream = upstream or LitellmUpstream(self.settings.route)
+        self.state = EngineState(self.embedder, cache_limits, self.upstream)
         self._stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._background: set[asyncio.Task] = set()
         self._sync = None
@@ -265,6 +271,7 @@ class Hygiene:
             call.tokens_before = messages_tokens(history) + tools_tokens(body.get("tools"))
             return
         prefix = call.prefix
+        assert prefix is not None  # matched above whenever the store is in use
         call.chains = chains
         call.new_turns = build_turns(history, chains, prefix.matched, prefix.next_turn_id)
         call.tokens_before = (prefix.tokens_matched + sum(t.tokens for t in call.new_turns)
@@ -391,7 +398,7 @@ class Call:
         """The clean request to the provider, through the engine's upstream."""
         return await self.hygiene.upstream.complete(self.outgoing)
 
-    def relay(self, stream: Any) -> AsyncIterator[Any]:
+    def relay(self, stream: Any) -> AsyncGenerator[Any, None]:
         """Hand a provider stream to the relay, which stores the reply when the stream ends."""
         from agentmem.streaming import relay_stream
 
@@ -493,15 +500,17 @@ class Call:
         report.error = error
         try:
             if self.store is not None and self.policy.store:
+                prefix = self.prefix
+                assert prefix is not None  # matched in prepare whenever the store is in use
                 turns = list(self.new_turns)
                 if reply is not None:
                     turns.append(self._reply_turn(reply, partial=partial, error=error))
                     report.reply_position = turns[-1].position
                 write = PendingWrite(
                     turns=turns,
-                    truncate_to=self.prefix.diverged_at, report=report,
+                    truncate_to=prefix.diverged_at, report=report,
                     meta={"policy": self.policy.name, "model": self.body.get("model", "")},
-                    tokens_base=self.prefix.tokens_matched)
+                    tokens_base=prefix.tokens_matched)
                 try:
                     await self.store.commit(self.handle, self.lock, write, ttl=self.policy.ttl_seconds)
                 except (StoreUnavailable, LockError) as failure:
@@ -540,6 +549,7 @@ class Call:
         position = len(self.history)
         previous = self.chains[-1] if self.chains else ""
         chain = chain_hash(previous, message_hash(reply))
+        assert self.prefix is not None  # only stored calls get a reply turn
         turn_id = self.prefix.next_turn_id + len(self.new_turns)
         [turn] = build_turns([*self.history, reply], [*self.chains, chain], position, turn_id)
         return turn.model_copy(update={"partial": partial, "error": error,

@@ -4,6 +4,10 @@ It is a real HTTP server (``agentmem echo-upstream``), not a mock: it speaks the
 completions API, streams SSE the way OpenAI does, returns (parallel) tool calls, and records
 every request body it receives so a test can assert what reached the provider.
 
+``POST /_echo/script`` with ``{"match": TEXT, "reply": TEXT}`` makes every later request whose
+messages contain TEXT answer with that reply (a test scripts an LLM judge's verdicts this
+way); ``DELETE /_echo/script`` forgets the scripts.
+
 Directives in the last user or tool message steer it:
 ``[[tool:NAME {"json": "args"}]]`` (repeatable: parallel calls), ``[[status:503]]`` (fail with
 that status), ``[[cut:N]]`` (drop the connection after N streamed chunks), ``[[slow:MS]]``.
@@ -40,6 +44,7 @@ def create_echo_app(*, keep: int = 2000) -> FastAPI:
     app = FastAPI(title="agentmem echo upstream")
     received: collections.deque = collections.deque(maxlen=keep)
     ids = itertools.count(1)
+    scripts: list[tuple[str, str]] = []
 
     @app.get("/v1/models")
     async def models():
@@ -49,6 +54,17 @@ def create_echo_app(*, keep: int = 2000) -> FastAPI:
     @app.get("/_echo/requests")
     async def requests():
         return _json(list(received))
+
+    @app.post("/_echo/script")
+    async def script(request: Request):
+        rule = orjson.loads(await request.body())
+        scripts.append((str(rule["match"]), str(rule["reply"])))
+        return _json({"scripts": len(scripts)})
+
+    @app.delete("/_echo/script")
+    async def unscript():
+        scripts.clear()
+        return _json({"scripts": 0})
 
     @app.delete("/_echo/requests")
     async def clear():
@@ -78,7 +94,12 @@ def create_echo_app(*, keep: int = 2000) -> FastAPI:
             for kind, name, args in directives
             if kind == "tool" and last.get("role") == "user" and name in tool_names
         ]
-        if last.get("role") == "tool":
+        content: str | None
+        everything = "\n".join(_text(m) for m in messages)
+        scripted = next((reply for match, reply in scripts if match in everything), None)
+        if scripted is not None:
+            content = scripted
+        elif last.get("role") == "tool":
             results = [_text(m) for m in messages if m.get("role") == "tool"][-3:]
             content = "tool results: " + " | ".join(r[:200] for r in results)
         else:

@@ -184,13 +184,39 @@ def strongest(clashes: list[Clash]) -> list[Clash]:
     return sorted(best.values(), key=lambda c: c.newer)
 
 
-def find_clashes(statements: Statements, new_rows: list[int], nli: Any, settings: Any) -> list[Clash]:
-    """Rules, then the NLI backstop for the statements the rules did not decide."""
+def all_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
+    """Step 1 whole: sentence pairs first, then whole turns for the turns still undecided."""
     decided = rule_clashes(statements, new_rows)
     done = {int(statements.position[c.newer]) for c in decided}
-    decided += turn_rule_clashes(statements, [r for r in new_rows if int(statements.position[r]) not in done])
-    rest = [row for row in new_rows if row not in {c.newer for c in decided}]
-    scored = nli_candidates(statements, rest, nli, settings) if nli is not None else []
-    backstop = [Clash(c.newer, c.older, c.probability, "nli") for c in scored
-                if c.probability >= settings.contradiction_threshold]
-    return strongest(decided + backstop)
+    return decided + turn_rule_clashes(
+        statements, [r for r in new_rows if int(statements.position[r]) not in done])
+
+
+def undecided(statements: Statements, new_rows: list[int], decided: list[Clash]) -> list[int]:
+    done = {int(statements.position[c.newer]) for c in decided}
+    return [row for row in new_rows if int(statements.position[row]) not in done]
+
+
+def settle(decided: list[Clash], scored: list[Candidate], settings: Any,
+           verdicts: dict[tuple[int, int], bool | None] | None = None,
+           judge: str = "") -> list[Clash]:
+    """Rule clashes stand; a judged pair is what the judge said; any other candidate is a
+    clash when NLI is confident (``contradiction_threshold``)."""
+    out = list(decided)
+    for c in scored:
+        verdict = (verdicts or {}).get((c.older, c.newer))
+        if verdict is None:
+            if c.probability >= settings.contradiction_threshold:
+                out.append(Clash(c.newer, c.older, c.probability, "nli"))
+        elif verdict:
+            out.append(Clash(c.newer, c.older, max(c.probability, 0.9), f"judge:{judge}",
+                             f"NLI {c.probability:.2f}, confirmed by the judge"))
+    return strongest(out)
+
+
+def find_clashes(statements: Statements, new_rows: list[int], nli: Any, settings: Any) -> list[Clash]:
+    """Rules, then the NLI backstop for the statements the rules did not decide."""
+    decided = all_rule_clashes(statements, new_rows)
+    rest = undecided(statements, new_rows, decided)
+    scored = nli_candidates(statements, rest, nli, settings) if nli is not None and rest else []
+    return settle(decided, scored, settings)

@@ -14,7 +14,9 @@ from functools import cached_property
 from typing import Protocol
 
 from agentmem.models.runtime import run_inference
-from agentmem.quarantine.clash import Clash, find_clashes, load_nli
+from agentmem.quarantine.clash import (Clash, all_rule_clashes, load_nli, nli_candidates, settle,
+                                       undecided)
+from agentmem.quarantine.judge import Judge
 from agentmem.quarantine.poison import detect_poison
 from agentmem.quarantine.records import QuarantineRecord
 from agentmem.quarantine.settings import QuarantineSettings
@@ -33,6 +35,7 @@ class Scope:
     records: list[QuarantineRecord]
     settings: QuarantineSettings
     known: dict[RecordKey, QuarantineRecord] = field(default_factory=dict)
+    judge: Judge | None = None  # after the reply, when the policy names a judge_model
 
     def __post_init__(self) -> None:
         if not self.known:
@@ -69,7 +72,8 @@ class PoisonDetector:
 
 
 class ClashDetector:
-    """Statements that contradict an earlier one of the same source (NLI cross-encoder)."""
+    """Statements that contradict an earlier one of the same source: rules, then the NLI
+    backstop, and (when configured) the judge for the candidates NLI is unsure of."""
 
     name = "clash"
 
@@ -79,9 +83,22 @@ class ClashDetector:
     async def detect(self, scope: Scope) -> list[QuarantineRecord]:
         if not scope.new_rows:
             return []
-        nli = await run_inference(load_nli, scope.settings)
-        clashes = await run_inference(find_clashes, scope.statements, scope.new_rows, nli, scope.settings)
-        return clash_records(clashes, scope)
+        statements, settings = scope.statements, scope.settings
+        decided = await run_inference(all_rule_clashes, statements, scope.new_rows)
+        rest = undecided(statements, scope.new_rows, decided)
+        scored = []
+        if rest:
+            nli = await run_inference(load_nli, settings)
+            scored = await run_inference(nli_candidates, statements, rest, nli, settings)
+        verdicts: dict[tuple[int, int], bool | None] = {}
+        judge = scope.judge
+        asked = [c for c in scored if c.probability >= settings.judge_threshold] if judge else []
+        if judge is not None and asked:
+            answers = await judge.verdicts([(statements.texts[c.older], statements.texts[c.newer])
+                                            for c in asked])
+            verdicts = {(c.older, c.newer): a for c, a in zip(asked, answers)}
+        return clash_records(settle(decided, scored, settings, verdicts,
+                                    judge.model if judge else ""), scope)
 
 
 DETECTORS: tuple[Detector, ...] = (ClashDetector(), PoisonDetector())

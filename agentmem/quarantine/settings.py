@@ -33,7 +33,13 @@ class QuarantineSettings(BaseModel):
     call_path_candidates: int = Field(3, ge=0, description="NLI pairs the call path may spend "
                                       "(0: leave even the newest user message to the background).")
     judge_model: str | None = Field(
-        None, description="A litellm model that double-checks NLI clashes in the background.")
+        None, description="A litellm model string (or a configured route) asked, after the reply, "
+        "about clash candidates the rules left and NLI scored above judge_threshold; null: no judge.")
+    judge_threshold: float = Field(
+        0.3, ge=0, le=1, description="NLI contradiction probability above which a candidate goes "
+        "to the judge (the judge's verdict then replaces NLI's).")
+    judge_budget: int = Field(
+        50, ge=0, description="Most pairs one session may send to the judge (cached verdicts are free).")
     untrusted_tools: list[str] = Field(
         default_factory=lambda: ["web_*", "untrusted_*", "*search*", "*scrape*", "*browse*",
                                  "*fetch_url*"],

@@ -194,6 +194,8 @@ _add_items("gluten", "bread, pasta, spaghetti, pizza, bagel, bagels, croissant, 
            "barley, rye, couscous, baguette, noodles, ramen, lasagna, lasagne, pancakes, waffles, donuts, "
            "doughnuts, cake, muffins, cookies, crackers, toast, sandwich, sandwiches, burrito, dumplings")
 _add_items("alcohol gluten", "beer, beers, pint, pints, lager, ale, ipa, stout, pint of beer")
+_add_items("alcohol", "rioja, merlot, cabernet, pinot noir, pinot grigio, chardonnay, sauvignon blanc, malbec, "
+           "shiraz, cava, chianti, riesling, bordeaux, port wine, sherry, glass or two of wine")
 _add_items("alcohol", "wine, red wine, white wine, rose wine, champagne, prosecco, cocktail, cocktails, margarita, "
            "margaritas, mojito, mojitos, martini, martinis, vodka, whisky, whiskey, bourbon, scotch, rum, gin, "
            "tequila, sake, sangria, mimosa, mimosas, spritz, aperol spritz, booze, alcohol, glass of wine, "
@@ -217,11 +219,12 @@ _SUBSTITUTE_BEFORE = re.compile(
 _SUBSTITUTE_AFTER = re.compile(r"^(?:-free|[- ]free|\s+(?:substitute|alternative|replacement|flavou?r(?:ed)?|"
                                r"-?style|scented|sauce|smell|candle|costume|knife|knives|pan|grill|place|"
                                r"shop|restaurant|bar|house|joint|place|festival|tasting|for (?:my|the|our|"
-                               r"him|her|them|guests|everyone)))")
+                               r"him|her|them|guests|everyone)\b))")
 _EAT_VERBS = (r"(?:ate|eat|eating|eats|had|having|have had|devoured|tried|tasted|grabbed|ordered|order|"
               r"love|loved|loves|like|likes|enjoy|enjoyed|enjoying|adore|crave|craving|munching|snacking on|"
               r"drink|drank|drinking|drinks|sipping|sipped|smoke|smoked|smoking|smokes|chugged|downed|"
-              r"polished off|live on|lived on|finished|was eating|was drinking|got|get|binged on)")
+              r"polished off|live on|lived on|finished|was eating|was drinking|got|get|binged on|open|opened|pour|poured|"
+              r"crack open|cracked open|split|share|shared)")
 _PREP_VERBS = r"(?:cook|cooked|cooking|make|made|making|bake|baked|baking|grill|grilled|grilling|roast|roasted|" \
               r"fry|fried|frying|barbecue|barbecued|bbq|do|doing|serve|serving|prepare|preparing|whip up)"
 _CONSUME = re.compile(r"\b(?:i|we)\b(?: (?:\w+)){0,3}? (" + _EAT_VERBS + "|" + _PREP_VERBS + r")\b"
@@ -462,8 +465,16 @@ _OTHER_AGE = re.compile(r"\bmy (?:(only|oldest|eldest|youngest|older|younger|lit
                         r"(?=\s*(?:[,.;!?]|$|and\b|but\b|years\b))")
 
 
+_AGE_AT = re.compile(r"(?:^|,\s|\b(?:honestly|but|and|so|even|me|like)\s)at (\d{2}),? (?=(?:is|am|should|do|does|can|"
+                     r"will|would|i|it|that|are|how|what|with|my)\b)|\bat (?:my age|age) (\d{2})\b")
+
+
 def _ages(ctx: _Ctx) -> list[Fact]:
     out = []
+    for match in _AGE_AT.finditer(ctx.text):
+        age = int(match.group(1) or match.group(2))
+        if 14 <= age <= 99:
+            out.append(ctx.fact("age", f"{age}-{age}", match.end(), strength=0.9))
     for number, pattern in enumerate(_AGE_PATTERNS):
         for match in pattern.finditer(ctx.text):
             age = parse_number(match.group(1))
@@ -638,6 +649,13 @@ def _kids(ctx: _Ctx) -> list[Fact]:
         count = parse_number(match.group(1))
         if count:
             out.append(ctx.fact("kids", str(count), match.end()))
+    bare = re.match(r"^(" + NUM + r") (?:kids|children)\b", ctx.text)
+    if bare and (parse_number(bare.group(1)) or 0) >= 1:
+        out.append(ctx.fact("kids", str(parse_number(bare.group(1))), bare.end(), strength=0.85))
+    only = re.search(r"\b(?:our|my) only (?:one|child|kid)\b|\bwe have (?:one|a single|only one|just one) "
+                     r"(?:child|kid)\b|\bi have (?:one|a single|only one|just one) (?:child|kid)\b", ctx.text)
+    if only:
+        out.append(ctx.fact("kids", "1", only.end()))
     out += _my_kids(ctx)
     for match in _STAY_HOME.finditer(ctx.text):
         if re.search(r"\bi am (?:an? )?(?:\w+ )?$", ctx.text[:match.start()]):
@@ -675,6 +693,10 @@ _MY_SIB = re.compile(r"\bmy (?:(only|older|younger|little|big|baby|twin|kid|elde
 
 def _siblings(ctx: _Ctx) -> list[Fact]:
     out = []
+    for match in re.finditer(r"\bi am (?:the )?(?:\w+ )?one of (" + NUM + r") (?:kids|children|siblings)\b", ctx.text):
+        count = parse_number(match.group(1))
+        if count:
+            out.append(ctx.fact("siblings", "some" if count >= 2 else "0", match.end()))
     for match in _SIB_NONE.finditer(ctx.text):
         noun = match.group(1) or match.group(2) or "siblings"
         kind = "brothers" if "brother" in noun and "sister" not in noun else \
@@ -770,7 +792,9 @@ def _pets(ctx: _Ctx) -> list[Fact]:
             continue
         kind = _PETS[match.group(2)]
         extra = ("past",) if any(m in ("old", "late", "previous", "childhood") for m in modifiers) else ()
-        out.append(ctx.fact("pet:" + kind, "some", match.end(), extra=extra + ("possessive",), strength=0.95))
+        count = next((parse_number(m) for m in modifiers if (parse_number(m) or 0) >= 2), None)
+        value = str(count) if count and match.group(2).endswith("s") else "some"
+        out.append(ctx.fact("pet:" + kind, value, match.end(), extra=extra + ("possessive",), strength=0.95))
         if kind != "pet":
             out.append(ctx.fact("pet:pet", "some", match.end(), extra=extra + ("possessive",), strength=0.95))
     return out
@@ -948,12 +972,13 @@ _ABSTAIN = re.compile(r"\b(?:i|we) (?:do not|never|no longer|cannot|can not|will
 _TEETOTAL = re.compile(r"\bi am (?:a |an )?(?:completely |totally |strictly )?(teetotal|teetotaler|teetotaller|"
                        r"tee-total|tee-totaler|sober|non-drinker|nondrinker|straight edge|non-smoker|nonsmoker|"
                        r"non smoker)\b|\bi have never (?:had a drink|had a sip|touched alcohol|touched a drop|"
-                       r"been drunk)\b")
+                       r"been drunk)\b|(?:^|, )(?:a )?(non-?smoker|nonsmoker|teetotal|sober)(?=,|$| and\b)")
 _DRINKER = re.compile(r"\bi (drink|smoke)(?= (?:with|socially|occasionally|a lot|every|on|at|when|too|sometimes|"
                       r"regularly|heavily|daily|a pack|like a|quite a bit|a bit|more|less)\b|\s*[,.!;]|$)|"
                       r"\bi am a (?:heavy |social |chain |big |casual |light |regular )?(drinker|smoker)\b|"
                       r"\bi (?:got|was|am) (?:so |really |pretty |very )?(drunk|hungover|tipsy|wasted)\b|"
-                      r"\bmy (hangover)\b|\b(?:my|a) (smoke) break\b")
+                      r"\bmy (hangover)\b|\b(?:my|a) (smoke) break\b|\bmy (?:[\w-]+ ){0,3}(smoking|drinking) habit\b|"
+                      r"\b(pack[- ]a[- ]day) (?:smoker|habit)\b")
 
 
 def _habits(ctx: _Ctx) -> list[Fact]:
@@ -969,13 +994,13 @@ def _habits(ctx: _Ctx) -> list[Fact]:
         if stopped:
             out.append(ctx.fact("consumes", group, match.end(), extra=("past", "habit")))
     for match in _TEETOTAL.finditer(ctx.text):
-        word = match.group(1) or "never had a drink"
+        word = match.group(1) or match.group(2) or "never had a drink"
         group = "tobacco" if "smok" in word else "alcohol"
         extra = ("lifetime",) if "never" in match.group() else ()
         out.append(ctx.fact("avoids", group, match.end(), extra=("abstain:" + group,) + extra))
     for match in _DRINKER.finditer(ctx.text):
         word = next(g for g in match.groups() if g)
-        group = "tobacco" if word.startswith("smok") else "alcohol"
+        group = "tobacco" if word.startswith(("smok", "pack")) else "alcohol"
         out.append(ctx.fact("consumes", group, match.end(), extra=("habit",), strength=0.9))
     return out
 
@@ -1215,46 +1240,144 @@ def _instructions(ctx: _Ctx) -> list[Fact]:
 
 # --------------------------------------------------------------------------- extractors: values
 
-_EVENT_MENTION = re.compile(r"\b(?:(my|our|the|his|her|their|[a-z]+'s) )?(?:(return|outbound|connecting|first|second|"
-                            r"next|morning|evening|afternoon|final|early|late|home) )?" + _EVENT_RE + r"\b|"
-                            r"\b(?:we are|i am|we will be|i will be) (getting married)\b")
-_VALUE_AFTER = re.compile(r"^(?:[\w',-]+ ){0,6}?(?:is |was |will be |falls |happens |starts |takes place |lands |"
-                          r"leaves |departs |is scheduled |is booked |is set |got moved )?(?:on|for|at|is) (?:the )?"
-                          r"(?:" + _DATE_RE + r"|" + _WEEKDAY_RE + r"|" + r"(\d{1,2})(?::(\d{2}))? ?(am|pm|a\.m\.|p\.m\.)"
-                          r"|(\d{1,2}):(\d{2}))")
+_EVENT_NOUNS = ("wedding birthday flight surgery operation interview exam anniversary graduation dentist "
+                "doctor's appointment dentist appointment doctor appointment standup stand-up recital concert "
+                "closing due date check-in checkout rehearsal dinner party move").split()
+_EVENT_NOUN_RE = r"(" + "|".join(sorted(map(re.escape, set(_EVENT_NOUNS) | {"doctor's appointment",
+                                                                             "dentist appointment",
+                                                                             "rehearsal dinner", "due date"}),
+                                         key=len, reverse=True)) + r")"
+_EVENT_VERBS = {"land": "arrival", "landing": "arrival", "arrive": "arrival", "arriving": "arrival",
+                "fly out": "departure", "flying out": "departure", "fly home": "return", "flying home": "return",
+                "fly back": "return", "flying back": "return", "getting married": "wedding",
+                "get married": "wedding", "check in": "check-in", "checking in": "check-in",
+                "check out": "checkout", "checking out": "checkout"}
+_EVENT_MENTION = re.compile(
+    r"\b(?:(my|our|the|his|her|their|[a-z]+'s) )?(?:(return|outbound|connecting|morning|evening|afternoon|final|"
+    r"team|daily|weekly) )?" + _EVENT_NOUN_RE + r"\b|\b(?:i|we) (?:are |am |will )?("
+    + "|".join(sorted(_EVENT_VERBS, key=len, reverse=True)) + r")\b")
+_TIME_VALUE = re.compile(r"\b(?:at |@ )?(\d{1,2})(?::(\d{2}))? ?(am|pm|a\.m\.|p\.m\.|in the morning|in the "
+                         r"afternoon|in the evening|at night|o'clock)\b|\bat (\d{1,2}):(\d{2})\b|\b(\d{1,2}):(\d{2})\b")
+_DATE_VALUE = re.compile(_DATE_RE)
+_WEEKDAY_VALUE = re.compile(r"\b" + _WEEKDAY_RE)
+_EVENT_WINDOW_STOP = re.compile(r"[;!?]|\.(?!\d)|\b(?:and then|but|because|while|so)\b")
 
 
 def _events(ctx: _Ctx) -> list[Fact]:
     out = []
     for match in _EVENT_MENTION.finditer(ctx.text):
-        owner, modifier, event = match.group(1), match.group(2), match.group(3) or "wedding"
+        owner, modifier = match.group(1), match.group(2)
+        event = match.group(3) or _EVENT_VERBS[match.group(4)]
+        event = {"stand-up": "standup", "dentist appointment": "dentist", "doctor appointment": "doctor's appointment"
+                 }.get(event, event)
         subject = "self" if owner in (None, "my", "our", "the") else "other:" + owner
-        value = _event_value(ctx.text[match.end():].lstrip())
-        if value:
-            key = ((modifier + " ") if modifier else "") + ("wedding" if event == "getting married" else event)
+        window = ctx.text[match.end():match.end() + 60]
+        stop = _EVENT_WINDOW_STOP.search(window)
+        window = window[:stop.start()] if stop else window
+        if _EVENT_MENTION.search(window):
+            window = window[:_EVENT_MENTION.search(window).start()]
+        key = ((modifier + " ") if modifier in ("return", "outbound", "connecting") else "") + event
+        for value in _event_values(window):
             out.append(ctx.fact("when:" + key, value, match.end(), subject=subject))
     return out
 
 
-def _event_value(rest: str) -> str | None:
-    found = _VALUE_AFTER.match(rest)
-    if not found:
-        return None
-    g = found.groups()
-    if g[0] or g[3]:
-        month = _MONTH_ABBR.get(g[0] or g[3], g[0] or g[3])
-        month = _MONTH_ABBR.get(month[:3], month) if month not in _MONTHS else month
+def _event_values(window: str) -> list[str]:
+    values = []
+    date = _DATE_VALUE.search(window)
+    if date:
+        g = date.groups()
+        month_word = g[0] or g[3]
+        month = month_word if month_word in _MONTHS else _MONTH_ABBR.get(month_word[:4].rstrip("."),
+                                                                           _MONTH_ABBR.get(month_word[:3]))
         day = int(g[1] or g[2])
-        return f"date:{_MONTHS.index(month) + 1:02d}-{day:02d}" if 1 <= day <= 31 else None
-    if g[4]:
-        return "weekday:" + g[4]
-    if g[5]:
-        hour, minute, half = int(g[5]), int(g[6] or 0), g[7][0]
-        hour = hour % 12 + (12 if half == "p" else 0)
-        return f"time:{hour:02d}:{minute:02d}"
-    if g[8]:
-        return f"time:{int(g[8]):02d}:{g[9]}"
-    return None
+        if month and 1 <= day <= 31:
+            values.append(f"date:{_MONTHS.index(month) + 1:02d}-{day:02d}")
+    days = sorted({m.group(1) for m in _WEEKDAY_VALUE.finditer(window)})
+    if days:
+        values.append("weekday:" + ",".join(days))
+    time = _TIME_VALUE.search(window)
+    if time:
+        values.append(_clock(time.groups()))
+    return [v for v in values if v]
+
+
+def _clock(g: tuple[str | None, ...]) -> str:
+    if g[0]:
+        hour, minute, half = int(g[0]), int(g[1] or 0), g[2]
+        if half and (half.startswith("p") or half in ("in the afternoon", "in the evening", "at night")) and hour < 12:
+            hour += 12
+        elif half and (half.startswith("a") or half == "in the morning") and hour == 12:
+            hour = 0
+    else:
+        hour, minute = int(g[3] or g[5]), int(g[4] or g[6])
+    return f"time:{hour:02d}:{minute:02d}" if hour < 24 and minute < 60 else ""
+
+
+_PARTY = re.compile(r"\b(" + NUM + r") (?:including me|of us|people total|people in total|in total|total)\b|\bthe ("
+                    + NUM + r") of us\b|\b(?:a )?party of (" + NUM + r")\b|\b(?:a )?group of (" + NUM + r")\b|"
+                    r"\bwe are (?:a )?(?:family of )?(" + NUM + r")\b(?! (?:years|minutes|hours|days|weeks|months|miles))|"
+                    r"\bthere (?:are|will be) (" + NUM + r") of us\b|\btable for (" + NUM + r")\b|\bfamily of ("
+                    + NUM + r")\b")
+_PARTY_CHANGE = re.compile(r"\b(?:more|extra|additional|joining|also coming|plus|another|dropped out|can not make it|"
+                           r"cannot make it|now)\b")
+
+
+def _party(ctx: _Ctx) -> list[Fact]:
+    out = []
+    for match in _PARTY.finditer(ctx.text):
+        count = parse_number(next(g for g in match.groups() if g))
+        if count and count >= 2 and not _PARTY_CHANGE.search(ctx.text):
+            out.append(ctx.fact("party_size", str(count), match.end(), strength=0.85))
+    return out
+
+
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_AGO = re.compile(r"\b(?:i|we) (?:only |just )?(bought|got|started|moved|adopted|signed|joined|began|ordered|booked|"
+                  r"met|married)\b(?: [\w']+){0,3}? (" + COUNT + r") (day|week|month|year)s? ago\b")
+_SINCE = re.compile(r"\b(?:it has been|it is been|been|after) (?:about |almost |over |nearly )?(" + COUNT + r") "
+                    r"(day|week|month|year)s? since (?:i|we) (bought|got|started|moved|adopted|signed|joined|began|"
+                    r"ordered|booked|met|married)\b")
+_HAD_FOR = re.compile(r"\b(?:i|we) (?:have had|have been having|had|have been dealing with) (?:a |an |this |my |the )?"
+                      r"((?:[\w-]+ ){0,2}?)(cough|fever|pain|rash|headache|headaches|symptoms|problem|issue|injury|"
+                      r"infection|cold|flu|migraine|migraines|insomnia) for (?:about |almost |over |nearly |the "
+                      r"(?:last|past) )?(" + COUNT + r") (day|week|month|year)s?\b")
+_OF_THIS = re.compile(r"\b(?:after |for )?(?:about |almost |over |nearly )?(" + COUNT + r") (day|week|month|year)s? of "
+                      r"(?:this|my|the) (cough|fever|pain|rash|headache|headaches|symptoms|problem|issue|injury|"
+                      r"infection|cold|flu|migraine|migraines|insomnia)\b")
+_TERM = re.compile(r"\b(" + NUM + r")[- ](month|year)s?[- ](lease|contract|mortgage|loan|warranty|subscription|"
+                   r"membership|term)\b")
+
+
+def _durations(ctx: _Ctx) -> list[Fact]:
+    out = []
+    for match in _AGO.finditer(ctx.text):
+        days = _days(match.group(2), match.group(3))
+        if days:
+            out.append(ctx.fact("ago:" + match.group(1), str(days), match.end()))
+    for match in _SINCE.finditer(ctx.text):
+        days = _days(match.group(1), match.group(2))
+        if days:
+            out.append(ctx.fact("ago:" + match.group(3), str(days), match.end()))
+    for match in _HAD_FOR.finditer(ctx.text):
+        days = _days(match.group(3), match.group(4))
+        if days:
+            out.append(ctx.fact("lasting:" + _head(match.group(2)), str(days), match.end()))
+    for match in _OF_THIS.finditer(ctx.text):
+        days = _days(match.group(1), match.group(2))
+        if days:
+            out.append(ctx.fact("lasting:" + _head(match.group(3)), str(days), match.end()))
+    for match in _TERM.finditer(ctx.text):
+        count = parse_number(match.group(1))
+        if count and re.search(r"\b(?:i|we|my|our)\b", ctx.text):
+            months = count * (12 if match.group(2) == "year" else 1)
+            out.append(ctx.fact("term:" + match.group(3), str(months), match.end()))
+    return out
+
+
+def _days(count: str, unit: str) -> int | None:
+    number = parse_number(count)
+    return number * _UNIT_DAYS[unit] if number else None
 
 
 _MONEY = r"([$€£]\s?\d[\d,]*(?:\.\d+)?\s?k?\b|\d[\d,]*(?:\.\d+)?\s?k?\s?(?:dollars|bucks|euros|pounds|usd|eur|gbp)\b)"
@@ -1284,6 +1407,39 @@ def _budget(ctx: _Ctx) -> list[Fact]:
             parsed = _money_value(match.group(1))
             if parsed and parsed[1] > 0:
                 out.append(ctx.fact(slot, f"{parsed[0]}{parsed[1]:.0f}", match.end()))
+    return out
+
+
+_INCOME = re.compile(r"\b(?:take home|take-home|net|earn|make|gross|salary(?: is)?|income(?: is)?|paycheck(?: is)?|"
+                     r"bring home)\b[^.$\u20ac\u00a3\d]{0,20}" + _MONEY + r"(?:\s*(?:a|per|/|each|every)\s*(month|year|week|"
+                     r"yr|mo)\b)?|" + _MONEY + r"\s*(?:a|per|/)\s*(month|year|week)\s*(?:after tax(?:es)?|take[- ]home|"
+                     r"net|salary|income|before tax(?:es)?|gross)|" + _MONEY + r" (monthly|yearly|annual|weekly) "
+                     r"(?:take[- ]home|income|salary|pay)")
+_AREA = re.compile(r"\b(\d[\d,]*) ?(sq\.? ?ft|square feet|square foot|sqft|m2|m\u00b2|square met(?:er|re)s|sq m)\b")
+_SIZE = re.compile(r"\bi (?:wear|take|am) (?:a |an )?((?:(?:men's|women's|mens|womens|us|uk|eu) ){0,2})"
+                   r"(?:size )(\d{1,2}(?:\.5)?)\b|\bi (?:wear|take) (?:a |an )?((?:(?:men's|women's|mens|womens|us|"
+                   r"uk|eu) ){1,2})(?:size )?(\d{1,2}(?:\.5)?)\b")
+
+
+def _amounts(ctx: _Ctx) -> list[Fact]:
+    out = []
+    for match in _INCOME.finditer(ctx.text):
+        money = match.group(1) or match.group(3) or match.group(5)
+        period = match.group(2) or match.group(4) or match.group(6) or "month"
+        period = {"yr": "year", "mo": "month", "monthly": "month", "yearly": "year", "annual": "year",
+                  "weekly": "week"}.get(period, period)
+        parsed = _money_value(money)
+        net = "net" if re.search(r"take[- ]home|after tax|net\b|bring home", match.group()) else "gross" \
+            if re.search(r"gross|before tax|salary", match.group()) else "any"
+        if parsed and re.search(r"\b(?:i|my|we|our)\b", ctx.text):
+            out.append(ctx.fact(f"income:{period}:{net}", f"{parsed[0]}{parsed[1]:.0f}", match.end()))
+    for match in _AREA.finditer(ctx.text):
+        if re.search(r"\b(?:our|my|it is|the (?:condo|house|apartment|flat|unit|place|home))\b", ctx.text):
+            out.append(ctx.fact("area", match.group(1).replace(",", ""), match.end(), strength=0.85))
+    for match in _SIZE.finditer(ctx.text):
+        system = (match.group(1) or match.group(3) or "").strip()
+        value = match.group(2) or match.group(4)
+        out.append(ctx.fact("size", value, match.end(), extra=("system:" + system,) if system else ()))
     return out
 
 
@@ -1337,7 +1493,20 @@ def _opening(ctx: _Ctx) -> list[Fact]:
 
 _EXTRACTORS = (_ages, _names, _places, _kids, _siblings, _marital, _pets, _possessions, _diet, _allergies, _habits,
                _consumption, _jobs, _languages, _instructions, _events, _budget, _favourites, _opening)
-_PRESUPPOSITION_EXTRACTORS = (_kids, _siblings, _pets, _possessions, _marital)
+_HABIT_PRESUPPOSED = re.compile(r"\bmy (?:[\w-]+ ){0,3}(smoking|drinking) habit\b|\bmy (hangover)\b|\bmy (smoke) break\b")
+
+
+def _presupposed_habits(ctx: _Ctx) -> list[Fact]:
+    """'Will my pack-a-day smoking habit ...?' asks a question but presupposes the habit."""
+    out = []
+    for match in _HABIT_PRESUPPOSED.finditer(ctx.text):
+        word = next(g for g in match.groups() if g)
+        group = "tobacco" if word.startswith("smok") else "alcohol"
+        out.append(ctx.fact("consumes", group, match.end(), extra=("habit", "possessive")))
+    return out
+
+
+_PRESUPPOSITION_EXTRACTORS = (_kids, _siblings, _pets, _possessions, _marital, _presupposed_habits)
 
 
 # --------------------------------------------------------------------------- conflicts

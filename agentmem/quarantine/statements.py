@@ -17,11 +17,16 @@ import numpy as np
 
 from agentmem.lexical import terms
 
-# Lines that introduce someone else's words inside a trusted tool's output.
+# Lines that introduce someone else's words inside a trusted tool's output: forwarded and
+# external mail (headers, or JSON with a sender address / an external flag), posts, comments,
+# reviews, quotes. Narrow on purpose: "systematic review" or "claim_id" is not a relay.
 _THIRD_PARTY = re.compile(
     r"(forwarded message|^from:|\bwrote:|\bposted by\b|\bforum\b|\breddit\b|\bblog\b|"
-    r"\bcomment(?:s|ed)?\b|\breview(?:er)?s?\b|\bscraped\b|\bsnippet\b|\bquote[sd]?\b|"
-    r"\bcustomer note\b|\bsays:|\bclaims?\b|\"source\":\s*\"(?:web|forum|email|user))",
+    r"\bcomments?:|\bcommented\b|\b(?:customer|user|guest|buyer|product) (?:reviews?|comments?)\b|"
+    r"\breviewers?\b|\breviews?:|\bscraped\b|\bsnippet\b|\bquoted?\b|"
+    r"\bcustomer note\b|\bsays:|\bclaims? that\b|"
+    r"\"(?:from|sender|author)\"\s*:\s*\"[^\"]*@|\"external\"\s*:\s*true|"
+    r"\"source\":\s*\"(?:web|forum|email|user))",
     re.IGNORECASE | re.MULTILINE)
 
 TRUST_RANK = {"system": 4, "user": 3, "tool": 2, "assistant": 1, "untrusted": 0}

@@ -23,6 +23,7 @@ from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
 from agentmem.quarantine.clash import find_clashes, load_nli
 from agentmem.quarantine.detectors import PoisonDetector, Scope, clash_records, run_detectors
+from agentmem.quarantine.judge import Judge
 from agentmem.quarantine.records import QuarantineRecord, QuarantineStore
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.quarantine.statements import Statements, statements_of
@@ -87,7 +88,13 @@ class QuarantineStage(Stage):
                     if int(statements.position[row]) in new_positions]
         if not new_rows:
             return
-        scope = Scope(statements, new_rows, await context.turn_ids(len(history)), records, settings)
+        judge = None
+        if settings.judge_model and context.state.upstream is not None:
+            judge = Judge(settings.judge_model, context.state.upstream, context.store.redis,
+                          budget=settings.judge_budget, budget_key=context.session.keys.judge_spent,
+                          ttl=context.policy.ttl_seconds)
+        scope = Scope(statements, new_rows, await context.turn_ids(len(history)), records, settings,
+                      judge=judge)
         await qstore.add(context.session, await run_detectors(scope), ttl=context.policy.ttl_seconds)
 
     @staticmethod

@@ -8,6 +8,8 @@ used everywhere, and the caches' bounds are settings of the engine that owns the
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentmem.models.embedder import Embedder
@@ -35,9 +37,11 @@ class CacheLimits(BaseModel):
 class EngineState:
     """The embedder and the caches of one engine."""
 
-    def __init__(self, embedder: Embedder, limits: CacheLimits | None = None) -> None:
+    def __init__(self, embedder: Embedder, limits: CacheLimits | None = None,
+                 upstream: Any = None) -> None:
         limits = limits or CacheLimits()
         self.embedder = embedder
+        self.upstream = upstream  # the engine's provider seam, for stages that ask a model
         self.limits = limits
         self.queries = QueryVectors(embedder, limits.query_memo)
         self.corpora = CorpusCache(self.queries, limits.corpus_mb * MB)

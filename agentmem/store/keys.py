@@ -23,6 +23,10 @@ class SessionKeys:
         return f"{PREFIX}:{{{self.tenant}:{self.session_id}}}"
 
     @property
+    def judge_spent(self) -> str:  # counter: clash pairs this session sent to the LLM judge
+        return f"{self._base}:judge_spent"
+
+    @property
     def meta(self) -> str:  # hash: tenant, session_id, created_at, updated_at, policy, counters
         return f"{self._base}:meta"
 
