@@ -30,8 +30,12 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.callbacks import (AsyncCallbackManager, AsyncCallbackManagerForLLMRun,
-                                     CallbackManager, CallbackManagerForLLMRun)
+from langchain_core.callbacks import (
+    AsyncCallbackManager,
+    AsyncCallbackManagerForLLMRun,
+    CallbackManager,
+    CallbackManagerForLLMRun,
+)
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_openai_messages
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -40,10 +44,10 @@ from langchain_core.runnables.config import ensure_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
-from agentmem.api import Hygiene, Call
+from agentmem.api import Call, Hygiene
 from agentmem.errors import InvalidRequest
-from agentmem.store.keys import ID_PATTERN
 from agentmem.report import Report
+from agentmem.store.keys import ID_PATTERN
 
 log = logging.getLogger("agentmem.adapters.langchain")
 

@@ -37,17 +37,19 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import contextlib
 import hashlib
 import logging
 import os
 import re
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, Coroutine
+from typing import Any
 
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
-from agentmem import Hygiene, Policy, Call
+from agentmem import Call, Hygiene, Policy
 from agentmem.errors import AgentmemError
 from agentmem.models.runtime import run_inference
 from agentmem.policy import preset_names
@@ -86,10 +88,10 @@ class AgentmemCallback(CustomLogger):
         self._pending: dict[str, _Pending] = {}
         self._headers: collections.OrderedDict[str, dict[str, str]] = collections.OrderedDict()
         self._warming: asyncio.Task | None = None
-        try:  # LiteLLM imports callbacks inside its startup event: load MiniLM there, not on a call
+        # LiteLLM imports callbacks inside its startup event: load MiniLM there, not on a call.
+        # Imported outside an event loop (a script, a test), RuntimeError: models load on first use.
+        with contextlib.suppress(RuntimeError):
             self._warming = asyncio.get_running_loop().create_task(self._warm())
-        except RuntimeError:
-            pass  # imported outside an event loop (a script, a test): models load on first use
 
     @property
     def hygiene(self) -> Hygiene:

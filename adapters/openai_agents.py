@@ -35,7 +35,7 @@ from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionChunk
 
-from agentmem.api import Hygiene, Call, reply_message
+from agentmem.api import Call, Hygiene, reply_message
 from agentmem.errors import AgentmemError, UpstreamError
 from agentmem.policy import Policy
 from agentmem.streaming import ReplyAssembler

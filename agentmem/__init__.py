@@ -16,9 +16,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models load from disk unless a u
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from agentmem.api import Hygiene, HygieneResult, Call  # noqa: E402
-from agentmem.policy import Policy, load_policy  # noqa: E402
-from agentmem.report import Report  # noqa: E402
+from agentmem.api import Call, Hygiene, HygieneResult
+from agentmem.policy import Policy, load_policy
+from agentmem.report import Report
 
 __version__ = "0.1.0"
 
@@ -43,5 +43,14 @@ def completion(model: str, messages: list[dict], **kwargs):
     return default_hygiene().completion(model, messages, **kwargs)
 
 
-__all__ = ["Hygiene", "HygieneResult", "Policy", "Call", "Report", "acompletion",
-           "completion", "default_hygiene", "load_policy"]
+__all__ = [
+    "Call",
+    "Hygiene",
+    "HygieneResult",
+    "Policy",
+    "Report",
+    "acompletion",
+    "completion",
+    "default_hygiene",
+    "load_policy",
+]

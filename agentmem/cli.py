@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -27,9 +26,9 @@ console = Console()
 @app.command()
 def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
           port: int = typer.Option(8787, help="Port to listen on."),
-          policy: Optional[str] = typer.Option(None, help="Preset name or YAML path (default: 'default')."),
-          config: Optional[Path] = typer.Option(None, help="YAML settings file (see README)."),
-          redis_url: Optional[str] = typer.Option(None, help="Use this Redis instead of the embedded one."),
+          policy: str | None = typer.Option(None, help="Preset name or YAML path (default: 'default')."),
+          config: Path | None = typer.Option(None, help="YAML settings file (see README)."),
+          redis_url: str | None = typer.Option(None, help="Use this Redis instead of the embedded one."),
           log_level: str = typer.Option("info", help="uvicorn log level."),
           log_format: str = typer.Option("text", help="'json': one JSON object per log line "
                                          "(each call's line carries its session and report ids).")):
@@ -53,7 +52,7 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
 
 @app.command()
 def inspect(session_id: str, tenant: str = typer.Option("default"),
-            call: Optional[str] = typer.Option(None, help="Which call's decisions to lay over the "
+            call: str | None = typer.Option(None, help="Which call's decisions to lay over the "
                                                "turns: its number (1 = first) or report id prefix; "
                                                "default the latest.")):
     """Show a session: its calls, what each removed from the turns, quarantine, tool loadout."""
@@ -136,8 +135,8 @@ def sessions_delete(session_id: str, tenant: str = typer.Option("default")):
 
 @sessions_app.command("quarantine")
 def sessions_quarantine(session_id: str, tenant: str = typer.Option("default"),
-                        release: Optional[str] = typer.Option(None, help="Release this record id."),
-                        confirm: Optional[str] = typer.Option(None, help="Confirm this record id.")):
+                        release: str | None = typer.Option(None, help="Release this record id."),
+                        confirm: str | None = typer.Option(None, help="Confirm this record id.")):
     """List a session's quarantine records, or release / confirm one."""
     from rich.table import Table
 
@@ -181,5 +180,5 @@ def policy_check(path: str):
         policy = load_policy(path)
     except PolicyError as error:
         console.print(f"[red]{error.message}[/red]")
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     print(policy.model_dump_json(indent=2))

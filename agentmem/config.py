@@ -58,7 +58,7 @@ class Settings(BaseModel):
     default_tenant: str = "default"
 
     @classmethod
-    def load(cls, path: str | Path | None = None, **overrides: Any) -> "Settings":
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
         """File values first, then ``AGENTMEM_*`` variables, then explicit overrides."""
         data: dict[str, Any] = {}
         path = path or os.environ.get("AGENTMEM_CONFIG")

@@ -14,6 +14,7 @@ class AgentmemError(Exception):
 
     status_code = 500
     error_type = "internal_error"
+    headers: dict[str, str] | None = None  # response headers the proxy adds (set per call)
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)

@@ -8,7 +8,8 @@ client went away. A cancelled request cannot await, so the write runs as its own
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncGenerator
+from typing import Any
 
 from agentmem.upstream import as_upstream_error
 
@@ -66,7 +67,7 @@ class ReplyAssembler:
         return message
 
 
-async def relay_stream(stream: Any, call: Any) -> AsyncIterator[Any]:
+async def relay_stream(stream: Any, call: Any) -> AsyncGenerator[Any, None]:
     """Yield the provider's chunks; store the assembled reply when the stream ends."""
     assembler = ReplyAssembler()
     try:

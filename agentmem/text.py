@@ -56,9 +56,9 @@ def sentences(text: str) -> list[str]:
 def _split_block(text: str, start: int, end: int, out: list[Span]) -> None:
     cursor = start
     for match in _BOUNDARY.finditer(text, start, end):
-        if match.group().startswith(".") and len(match.group().rstrip("\"'”’)]")) == 1:
-            if not _is_real_period(text, cursor, match.start(), match.end()):
-                continue
+        if (match.group().startswith(".") and len(match.group().rstrip("\"'”’)]")) == 1
+                and not _is_real_period(text, cursor, match.start(), match.end())):
+            continue
         _append_trimmed(text, cursor, match.end(), out)
         cursor = match.end()
     _append_trimmed(text, cursor, end, out)

@@ -18,9 +18,9 @@ os.environ.setdefault("LITELLM_LOG", "ERROR")
 # 1000-turn history, paid again on every call). Set it to "false" to get the SDK path back.
 os.environ.setdefault("EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER", "true")
 
-import litellm  # noqa: E402
+import litellm
 
-from agentmem.errors import UpstreamError  # noqa: E402
+from agentmem.errors import UpstreamError
 
 litellm.suppress_debug_info = True
 litellm.drop_params = False

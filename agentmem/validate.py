@@ -7,6 +7,7 @@ an edited system message or last user message, an empty request.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from agentmem.conversation import last_user_index
@@ -24,7 +25,7 @@ def validate_outgoing(history: list[dict[str, Any]], draft: Draft, *,
     if not kept:
         raise OutgoingInvalid("the request would have no messages")
     indices = [m.index for m in kept]
-    if any(b <= a for a, b in zip(indices, indices[1:])):
+    if any(b <= a for a, b in pairwise(indices)):
         raise OutgoingInvalid(f"kept messages are out of their original order: {indices}")
     if indices[-1] >= len(history) or indices[0] < 0:
         raise OutgoingInvalid("a kept message does not come from the incoming history")
@@ -47,7 +48,8 @@ def validate_outgoing(history: list[dict[str, Any]], draft: Draft, *,
             continue
         for key in ("role", "tool_call_id", "tool_calls", "name"):
             if outgoing.message.get(key) != original.get(key):
-                raise OutgoingInvalid(f"messages[{outgoing.index}]: stages may change only content, not {key!r}")
+                raise OutgoingInvalid(
+                    f"messages[{outgoing.index}]: stages may change only content, not {key!r}")
 
     _check_units(history, kept_by_index)
     try:

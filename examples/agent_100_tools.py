@@ -20,8 +20,9 @@ from agentmem.echo import serve_in_thread
 from agentmem.store import SessionHandle
 
 DOMAINS = ["calendar", "email", "invoice", "weather", "flight", "hotel", "crm", "github", "slack", "sql"]
-VERBS = [("get", "Read"), ("list", "List"), ("create", "Create"), ("update", "Change"), ("delete", "Remove"),
-         ("search", "Search"), ("export", "Export"), ("share", "Share"), ("archive", "Archive"), ("count", "Count")]
+VERBS = [("get", "Read"), ("list", "List"), ("create", "Create"), ("update", "Change"),
+         ("delete", "Remove"), ("search", "Search"), ("export", "Export"), ("share", "Share"),
+         ("archive", "Archive"), ("count", "Count")]
 
 
 def tool(domain: str, verb: str, does: str) -> dict:

@@ -48,7 +48,8 @@ async def main() -> None:
     sent = httpx.get(api_base.removesuffix("/v1") + "/_echo/requests").json()[-1]["messages"]
     print("the model was sent as the first user turn:", repr(sent[0]["content"]))
     turns = await hygiene.store().active_turns(session)
-    print(f"stored turns: {len(turns)}; the original first turn is kept verbatim:", repr(turns[0].message["content"]))
+    print(f"stored turns: {len(turns)}; the original first turn is kept verbatim:",
+          repr(turns[0].message["content"]))
     await hygiene.aclose()
     hygiene.connector.close()
 

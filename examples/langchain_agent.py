@@ -16,16 +16,16 @@ import tempfile
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from langchain.agents import create_agent  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langchain_openai import ChatOpenAI  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
 
-from agentmem import Hygiene  # noqa: E402
-from agentmem.adapters.langchain import AgentmemMiddleware  # noqa: E402
-from agentmem.echo import serve_in_thread  # noqa: E402
-from agentmem.report import Report  # noqa: E402
-from agentmem.store import SessionHandle  # noqa: E402
+from agentmem import Hygiene
+from agentmem.adapters.langchain import AgentmemMiddleware
+from agentmem.echo import serve_in_thread
+from agentmem.report import Report
+from agentmem.store import SessionHandle
 
 SKILLS = {  # 24 tools; a real agent's toolbox grows like this
     "get_weather": "weather forecast for a city", "get_stock_price": "share price of a company",

@@ -22,8 +22,9 @@ from agentmem.config import Settings
 from agentmem.echo import serve_in_thread
 from agentmem.store import SessionHandle
 
-CHECKS = ["the DNS lookup", "the Wi-Fi channel scan", "the cable modem log", "the speed test", "the DHCP lease",
-          "the firmware check", "the ping to the gateway", "the mesh node status", "the port scan"]
+CHECKS = ["the DNS lookup", "the Wi-Fi channel scan", "the cable modem log", "the speed test",
+          "the DHCP lease", "the firmware check", "the ping to the gateway", "the mesh node status",
+          "the port scan"]
 
 
 def history() -> list[dict]:
@@ -34,7 +35,8 @@ def history() -> list[dict]:
     for day in range(1, 30):
         check = CHECKS[day % len(CHECKS)]
         turns += [{"role": "user", "content": f"Day {day}: it dropped again at {18 + day % 5}:{day % 6}0. "
-                                              f"Could you run {check} again? The kids had homework to submit."},
+                                              f"Could you run {check} again? "
+                                              "The kids had homework to submit."},
                   {"role": "assistant", "content": f"I ran {check}. Result: {day * 7 % 23} warnings, latency "
                                                    f"{20 + day % 9} ms, packet loss {day % 4}.{day % 10}%. "
                                                    "Nothing conclusive; the line itself looks stable today."},
@@ -58,7 +60,8 @@ async def main() -> None:
     report = await _report(hygiene, session, reply)
     print(f"messages {report.messages_before} -> {report.messages_after}, "
           f"tokens {report.tokens_before} -> {report.tokens_after} "
-          f"({report.tokens_after / report.tokens_before:.0%}); first call {report.latency_ms['hygiene']:.0f} ms "
+          f"({report.tokens_after / report.tokens_before:.0%}); "
+          f"first call {report.latency_ms['hygiene']:.0f} ms "
           "(loads MiniLM, embeds 90 turns)")
     decisions = [d for run in report.stages for d in run.decisions]
     print(f"dropped messages: {sum(d.action == 'drop_message' for d in decisions)}, "

@@ -23,24 +23,29 @@ from agentmem.quarantine import QuarantineStore
 from agentmem.store import SessionHandle
 
 CONVERSATION = [
-    {"role": "system", "content": "You are the support assistant of Larkspur Home. Look orders up with the tools."},
+    {"role": "system", "content": "You are the support assistant of Larkspur Home. "
+                                  "Look orders up with the tools."},
     {"role": "user", "content": "Where is my order LH-1? It has not arrived."},
     {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
         "name": "get_order", "arguments": "{\"order_id\": \"LH-1\"}"}}]},
-    {"role": "tool", "tool_call_id": "c1", "content": "{\"order_id\": \"LH-1\", \"status\": \"shipped\", \"carrier\": \"UPS\"}"},
-    {"role": "assistant", "content": "Your order LH-1 shipped with UPS. The driver left it in the Maple Street "
-                                     "parcel locker because nobody was home."},
+    {"role": "tool", "tool_call_id": "c1",
+     "content": "{\"order_id\": \"LH-1\", \"status\": \"shipped\", \"carrier\": \"UPS\"}"},
+    {"role": "assistant", "content": "Your order LH-1 shipped with UPS. The driver left it in the "
+                                     "Maple Street parcel locker because nobody was home."},
     {"role": "user", "content": "Which locker exactly?"},
-    {"role": "assistant", "content": "It is the Maple Street parcel locker next to the bakery. Bring your ID."},
+    {"role": "assistant", "content": "It is the Maple Street parcel locker next to the bakery. "
+                                     "Bring your ID."},
     {"role": "user", "content": "And how long will they keep it?"},
-    {"role": "assistant", "content": "The Maple Street parcel locker holds parcels for five days. UPS shipped it on time."},
+    {"role": "assistant", "content": "The Maple Street parcel locker holds parcels for five days. "
+                                     "UPS shipped it on time."},
     {"role": "user", "content": "Thanks, I will go today."},
 ]
 
 
 async def main() -> None:
     api_base, _ = serve_in_thread()
-    hygiene = agentmem.Hygiene("guarded", settings=Settings(data_dir=os.environ.get("AGENTMEM_DATA_DIR") or tempfile.mkdtemp()))
+    hygiene = agentmem.Hygiene("guarded", settings=Settings(
+        data_dir=os.environ.get("AGENTMEM_DATA_DIR") or tempfile.mkdtemp()))
     session = SessionHandle("default", "poison-demo")
     for end in [i + 1 for i, m in enumerate(CONVERSATION) if m["role"] == "user"]:
         reply = await hygiene.acompletion("openai/echo", CONVERSATION[:end], session_id=session.session_id,
@@ -52,7 +57,8 @@ async def main() -> None:
         for decision in run.decisions:
             if decision.action == "quarantine":
                 text = text_of(CONVERSATION[decision.message_index])
-                print(f"  turn {decision.position}: {text[slice(*decision.span)]!r}\n    why: {decision.reason}")
+                print(f"  turn {decision.position}: {text[slice(*decision.span)]!r}\n"
+                      f"    why: {decision.reason}")
     records = await QuarantineStore(hygiene.store()).all(session)
     print(f"quarantine records: {len(records)} ({', '.join(r.kind + '/' + r.status for r in records)})")
     print(f"release one with: agentmem sessions quarantine {session.session_id} --release {records[0].id}")

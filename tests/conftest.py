@@ -8,14 +8,14 @@ import uuid
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import httpx  # noqa: E402
-import openai  # noqa: E402
-import pytest  # noqa: E402
+import httpx
+import openai
+import pytest
 
-from agentmem.config import Settings  # noqa: E402
-from agentmem.echo import create_echo_app  # noqa: E402
-from agentmem.proxy import create_app  # noqa: E402
-from tests.servers import RedisServer, ThreadServer, require_redis_server  # noqa: E402
+from agentmem.config import Settings
+from agentmem.echo import create_echo_app
+from agentmem.proxy import create_app
+from tests.servers import RedisServer, ThreadServer, require_redis_server
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,7 @@ class ThreadServer:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def start(self) -> "ThreadServer":
+    def start(self) -> ThreadServer:
         self.thread.start()
         deadline = time.time() + 60
         while not self.server.started:
@@ -57,7 +57,7 @@ class RedisServer:
     def available() -> bool:
         return shutil.which("redis-server") is not None
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),

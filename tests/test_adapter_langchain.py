@@ -15,8 +15,12 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentmem import Hygiene
-from agentmem.adapters.langchain import (AgentmemChatModel, AgentmemMiddleware, _openai_tool_choice,
-                                         _session_key)
+from agentmem.adapters.langchain import (
+    AgentmemChatModel,
+    AgentmemMiddleware,
+    _openai_tool_choice,
+    _session_key,
+)
 from agentmem.report import Report
 from agentmem.store import SessionHandle
 

@@ -9,8 +9,9 @@ from agentmem.stages import Draft
 from agentmem.validate import validate_outgoing
 
 TOOLS = [
-    {"type": "function", "function": {"name": name, "description": f"{name} tool",
-                                      "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+    {"type": "function", "function": {
+        "name": name, "description": f"{name} tool",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
     for name in ("search_docs", "read_file", "run_tests", "get_ticket")
 ]
 
@@ -23,7 +24,8 @@ def test_fifty_turn_agent_trace(client, http, received, session_id):
     while len(messages) < 50:
         step += 1
         if messages[-1]["role"] == "user" or step % 3 == 0:
-            directive = (f'[[tool:search_docs {{"q": "error {step}"}}]] [[tool:read_file {{"q": "src/{step}.py"}}]]'
+            directive = (f'[[tool:search_docs {{"q": "error {step}"}}]] '
+                         f'[[tool:read_file {{"q": "src/{step}.py"}}]]'
                          if step % 2 else f'[[tool:run_tests {{"q": "suite {step}"}}]]')
             messages.append({"role": "user", "content": f"Step {step}: investigate. {directive}"})
         sent_requests.append(json.loads(json.dumps(messages)))

@@ -40,12 +40,13 @@ def test_bench_kinds_read_their_formats(tmp_path):
     run = _agentmem("bench", "prune", "--data", str(bad))
     assert run.returncode == 2 and "bad.jsonl:2" in run.stderr
     clash = tmp_path / "clash.jsonl"
-    clash.write_text(json.dumps({"id": "c", "turns": [{"speaker": "A", "text": "hi"}], "label": False}) + "\n")
+    clash.write_text(json.dumps({"id": "c", "turns": [{"speaker": "A", "text": "hi"}],
+                                 "label": False}) + "\n")
     out = tmp_path / "clash.json"
     run = _agentmem("bench", "clash", "--data", str(clash), "--json", str(out))
     assert run.returncode == 0, run.stderr
     result = json.loads(out.read_text())
-    assert result["n"] == 1 and result["path"] == "nli" and "not run" in result["judge"]["status"]
+    assert result["n"] == 1 and result["path"] == "rules+nli" and "not run" in result["judge"]["status"]
 
 
 def test_bench_plot_writes_a_png(tmp_path):

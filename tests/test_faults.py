@@ -29,12 +29,14 @@ def test_upstream_error_passes_through_and_stores_no_turns(client, http, session
     reports = http.get(f"/v1/sessions/{session_id}/reports").json()["data"]
     assert [r["status"] for r in reports] == ["ok", "error"]
     with pytest.raises(openai.RateLimitError):
-        client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "x [[status:429]]"}],
+        client.chat.completions.create(model="echo",
+                                       messages=[{"role": "user", "content": "x [[status:429]]"}],
                                        extra_headers={"X-Session-Id": session_id + "-429"})
 
 
 def test_unreachable_provider_is_a_clear_error(proxy, session_id):
-    response = httpx.post(f"{proxy.url}/v1/chat/completions", timeout=60, headers={"X-Session-Id": session_id},
+    response = httpx.post(f"{proxy.url}/v1/chat/completions", timeout=60,
+                          headers={"X-Session-Id": session_id},
                           json={"model": "openai/echo", "api_base": f"http://127.0.0.1:{free_port()}/v1",
                                 "api_key": "sk-x", "messages": [{"role": "user", "content": "hi"}]})
     assert response.status_code >= 500
@@ -66,8 +68,9 @@ def test_stream_cut_midway_marks_the_reply_partial(client, http, session_id):
 
 
 def test_client_disconnect_midstream_keeps_session_consistent(proxy, http, session_id):
+    words = " ".join(f"word{i}" for i in range(400))
     body = {"model": "echo", "stream": True,
-            "messages": [{"role": "user", "content": " ".join(f"word{i}" for i in range(400)) + " [[slow:50]]"}]}
+            "messages": [{"role": "user", "content": words + " [[slow:50]]"}]}
     with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json=body,
                       headers={"X-Session-Id": session_id}, timeout=30) as response:
         for _ in zip(range(3), response.iter_lines()):

@@ -11,7 +11,8 @@ GOOD_HISTORY = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "Look it up [[tool:lookup {\"q\": \"x\"}]]"},
 ]
-TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+TOOL = {"type": "function",
+        "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
 
 
 def _messages(*extra):
@@ -31,8 +32,10 @@ CASES = [
     ("unknown role", {"model": "echo", "messages": [{"role": "robot", "content": "x"}]}, 400, "messages[0]"),
     ("missing role", {"model": "echo", "messages": [{"content": "x"}]}, 400, "messages[0]"),
     ("user without content", {"model": "echo", "messages": [{"role": "user"}]}, 400, "messages[0].content"),
-    ("content a number", {"model": "echo", "messages": [{"role": "user", "content": 5}]}, 400, "messages[0].content"),
-    ("unknown content part", {"model": "echo", "messages": [{"role": "user", "content": [{"type": "video", "x": 1}]}]},
+    ("content a number", {"model": "echo", "messages": [{"role": "user", "content": 5}]},
+     400, "messages[0].content"),
+    ("unknown content part",
+     {"model": "echo", "messages": [{"role": "user", "content": [{"type": "video", "x": 1}]}]},
      400, "messages[0].content[0]"),
     ("tool without tool_call_id", {"model": "echo", "messages": _messages({"role": "tool", "content": "r"})},
      400, "messages[1].tool_call_id"),
@@ -43,12 +46,15 @@ CASES = [
             {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
         {"role": "user", "content": "next"})}, 400, "messages[1].tool_calls"),
     ("tool call without a name", {"model": "echo", "messages": _messages(
-        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "r"})}, 400, "messages[1].tool_calls[0].function.name"),
+        {"role": "assistant",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"})},
+     400, "messages[1].tool_calls[0].function.name"),
     ("arguments not a string", {"model": "echo", "messages": _messages(
         {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
                                               "function": {"name": "lookup", "arguments": {"q": 1}}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "r"})}, 400, "messages[1].tool_calls[0].function.arguments"),
+        {"role": "tool", "tool_call_id": "c1", "content": "r"})},
+     400, "messages[1].tool_calls[0].function.arguments"),
     ("duplicate tool call ids", {"model": "echo", "messages": _messages(
         {"role": "assistant", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}},
@@ -67,9 +73,11 @@ CASES = [
     ("stream not a boolean", {"model": "echo", "messages": _messages(), "stream": "yes"}, 400, "stream"),
     ("stream_options without stream", {"model": "echo", "messages": _messages(),
                                        "stream_options": {"include_usage": True}}, 400, "stream_options"),
-    ("temperature out of range", {"model": "echo", "messages": _messages(), "temperature": 3}, 400, "temperature"),
+    ("temperature out of range", {"model": "echo", "messages": _messages(), "temperature": 3},
+     400, "temperature"),
     ("n zero", {"model": "echo", "messages": _messages(), "n": 0}, 400, "n"),
-    ("metadata.session_id a number", {"model": "echo", "messages": _messages(), "metadata": {"session_id": 5}},
+    ("metadata.session_id a number",
+     {"model": "echo", "messages": _messages(), "metadata": {"session_id": 5}},
      400, "metadata"),
 ]
 

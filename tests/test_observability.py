@@ -44,7 +44,8 @@ def test_metrics_count_calls_tokens_removals_and_stage_latency(client, http):
     kept = grew("agentmem_tools_kept_total", policy="agent")
     assert 1 <= kept < 20
     assert grew("agentmem_removals_total", stage="tools", action="drop_tool") == 20 - kept
-    assert grew("agentmem_tokens_in_total", policy="agent") > grew("agentmem_tokens_out_total", policy="agent") > 0
+    tokens_in = grew("agentmem_tokens_in_total", policy="agent")
+    assert tokens_in > grew("agentmem_tokens_out_total", policy="agent") > 0
     assert grew("agentmem_stage_latency_seconds_count", stage="tools") == 1
     assert grew("agentmem_hygiene_latency_seconds_count", policy="agent") == 1
 
@@ -55,7 +56,8 @@ def test_each_call_logs_one_structured_line_with_its_session(client, caplog):
         client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "Hi"}],
                                        extra_headers={"X-Session-Id": session_id})
         for _ in range(50):  # the line is written when the call's storage finishes
-            records = [r for r in caplog.records if getattr(r, "agentmem", {}).get("session_id") == session_id]
+            records = [r for r in caplog.records
+                       if getattr(r, "agentmem", {}).get("session_id") == session_id]
             if records:
                 break
             import time

@@ -130,7 +130,7 @@ def test_validator_rules():
         "role change": draft(range(7), {5: {"role": "user", "content": "x"}}),
         "empty": draft([]),
     }
-    for name, bad in cases.items():
+    for bad in cases.values():
         with pytest.raises(OutgoingInvalid):
             validate_outgoing(HISTORY, bad)
 

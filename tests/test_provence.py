@@ -14,8 +14,8 @@ from safetensors.torch import save_file
 from agentmem.models.provence import ProvenceModel, load_config, load_model
 from agentmem.models.pruner import Pruner, SentenceScores, normalise_query
 
-WORDS = ("paris is the capital of france weather nice berlin germany what city who river "
-         "a an in on and it was". split())
+WORDS = (["paris", "is", "the", "capital", "of", "france", "weather", "nice", "berlin", "germany",
+          "what", "city", "who", "river", "a", "an", "in", "on", "and", "it", "was"])
 
 
 def _word_tokenizer(folder: Path) -> None:
@@ -78,7 +78,7 @@ def bert_checkpoint(tmp_path_factory) -> Path:
 
 
 def test_official_layout_loads_with_the_same_state_dict_names(deberta_checkpoint):
-    model, tokenizer, config = load_model(deberta_checkpoint)
+    model, tokenizer, _config = load_model(deberta_checkpoint)
     keys = set(model.state_dict())
     assert {"deberta.embeddings.word_embeddings.weight", "pooler.dense.weight", "pooler.dense.bias",
             "classifier.weight", "token_classifier.weight", "token_classifier.bias"} <= keys
@@ -95,7 +95,8 @@ def test_official_layout_loads_with_the_same_state_dict_names(deberta_checkpoint
 
 def test_bert_layout_and_its_stored_rule(bert_checkpoint):
     pruner = Pruner.load(bert_checkpoint)
-    assert pruner.model.backbone_prefix == "bert" and "bert.encoder.layer.0.attention.self.query.weight" in pruner.model.state_dict()
+    assert pruner.model.backbone_prefix == "bert"
+    assert "bert.encoder.layer.0.attention.self.query.weight" in pruner.model.state_dict()
     assert (pruner.rule, pruner.threshold) == ("mean_prob", 0.3)
 
 
@@ -112,7 +113,8 @@ def test_broken_checkpoints_fail_clearly(deberta_checkpoint, tmp_path):
     with pytest.raises(FileNotFoundError, match="AGENTMEM_ALLOW_NETWORK"):
         load_model("naver/provence-reranker-debertav3-v1", allow_network=False)
     config = json.loads((deberta_checkpoint / "config.json").read_text())
-    (broken / "config.json").write_text(json.dumps({**config, "model_type": "gpt2", "agentmem_model_type": None}))
+    (broken / "config.json").write_text(
+        json.dumps({**config, "model_type": "gpt2", "agentmem_model_type": None}))
     with pytest.raises(ValueError, match="unsupported model_type"):
         load_config(broken)
 

@@ -12,21 +12,24 @@ import pytest
 
 from agentmem import Hygiene
 from agentmem.config import Settings
+from agentmem.conversation import query_of, recent_start
 from agentmem.models.registry import default_pruner_path
 from agentmem.policy import policy_from_dict
-from agentmem.conversation import query_of, recent_start
 from agentmem.stages.prune import expand
 
 HISTORY = [
     {"role": "system", "content": "You are a helpful shopping assistant."},
-    {"role": "user", "content": "Hi! My order number is 5512 and it should ship to Lyon. I ordered a blue kettle."},
-    {"role": "assistant", "content": "Thanks, I have noted order 5512 for delivery to Lyon. The blue kettle is in stock."},
+    {"role": "user", "content": "Hi! My order number is 5512 and it should ship to Lyon. "
+                                "I ordered a blue kettle."},
+    {"role": "assistant", "content": "Thanks, I have noted order 5512 for delivery to Lyon. "
+                                     "The blue kettle is in stock."},
     {"role": "user", "content": "Can you recommend a pasta recipe? Something quick for dinner."},
-    {"role": "assistant", "content": "Try spaghetti aglio e olio. Cook the pasta, fry garlic in olive oil, add chili "
-                                     "flakes and parsley. It takes fifteen minutes."},
+    {"role": "assistant", "content": "Try spaghetti aglio e olio. Cook the pasta, fry garlic in olive "
+                                     "oil, add chili flakes and parsley. It takes fifteen minutes."},
     {"role": "user", "content": "Also check the stock of the red mug [[tool:inventory]]"},
     {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "inv1", "type": "function", "function": {"name": "inventory", "arguments": "{\"item\": \"mug\"}"}}]},
+        {"id": "inv1", "type": "function",
+         "function": {"name": "inventory", "arguments": "{\"item\": \"mug\"}"}}]},
     {"role": "tool", "tool_call_id": "inv1", "content": "Red mug: 14 in stock. Warehouse: Rotterdam. "
      "Supplier: Ceramica Ltd. Last audit: March. Shelf B4. Pallet 22. Reorder level: 5."},
     {"role": "assistant", "content": "There are 14 red mugs in stock."},
@@ -136,7 +139,8 @@ def test_bench_prune_runs_on_a_prune_file(tmp_path):
                        "They were descended from Norse raiders.", "Their leader was Rollo."],
          "labels": [1, 0, 0]},
         {"id": "2", "question": "Who was the first king of Poland?", "title": "Warsaw",
-         "sentences": ["Warsaw is the capital of Poland.", "It lies on the Vistula river."], "labels": [0, 0]},
+         "sentences": ["Warsaw is the capital of Poland.", "It lies on the Vistula river."],
+         "labels": [0, 0]},
     ]
     data = tmp_path / "prune.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")

@@ -6,9 +6,9 @@ import numpy as np
 
 from agentmem.ingest import chain_hashes
 from agentmem.lexical import BM25Index, terms
+from agentmem.models.embedder import default_embedder
 from agentmem.policy import policy_from_dict
 from agentmem.report import Report, StageRun
-from agentmem.models.embedder import default_embedder
 from agentmem.stages.base import StageContext
 from agentmem.state import EngineState
 

@@ -90,7 +90,8 @@ def test_stateful_tool_reply_answers_a_stored_call(client, http, session_id):
         extra_headers={"X-Session-Id": session_id})
     call_id = first.choices[0].message.tool_calls[0].id
     follow = client.chat.completions.create(
-        model="echo", tools=tools, messages=[{"role": "tool", "tool_call_id": call_id, "content": "found it"}],
+        model="echo", tools=tools,
+        messages=[{"role": "tool", "tool_call_id": call_id, "content": "found it"}],
         extra_headers={"X-Session-Id": session_id, "X-Agentmem-Stateful": "1"})
     assert follow.choices[0].message.content == "tool results: found it"
     with pytest.raises(openai.BadRequestError, match="does not answer a tool call"):
@@ -131,7 +132,8 @@ def test_sessions_api_list_reports_delete(client, http, session_id):
     assert one == reports[0]
     assert http.delete(f"/v1/sessions/{session_id}").json()["deleted"] is True
     assert http.get(f"/v1/sessions/{session_id}").status_code == 404
-    assert session_id not in [s["id"] for s in http.get("/v1/sessions", params={"limit": 1000}).json()["data"]]
+    listed = http.get("/v1/sessions", params={"limit": 1000}).json()["data"]
+    assert session_id not in [s["id"] for s in listed]
 
 
 def test_tenants_are_isolated(tenant_proxy, session_id):

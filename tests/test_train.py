@@ -26,7 +26,8 @@ def test_train_pruner_smoke(tmp_path):
     out = tmp_path / "ckpt"
     run = subprocess.run([sys.executable, "-m", "agentmem", "train", "pruner", "--out", str(out),
                           "--limit", "16", "--epochs", "1", "--batch-size", "8", "--max-length", "128",
-                          "--dev", str(dev), "--data", str(SHARED_DATA)], capture_output=True, text=True, timeout=600)
+                          "--dev", str(dev), "--data", str(SHARED_DATA)],
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     card = (out / "MODEL_CARD.md").read_text()
     assert "agentmem train pruner" in card and "Seed: 13" in card and "CC BY-SA" in card

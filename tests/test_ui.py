@@ -10,7 +10,6 @@ import os
 import shutil
 import tempfile
 import uuid
-from pathlib import Path
 
 import httpx
 import openai
@@ -20,7 +19,8 @@ from tests.test_quarantine import SESSION
 
 CHROMIUM = os.environ.get("AGENTMEM_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("AGENTMEM_CHROMEDRIVER", "/usr/bin/chromedriver")
-PAYLOAD = 'Hi <img src=x onerror=alert(1)> and <script>alert(2)</script> <b onmouseover="window.__pwned=1">bold</b>'
+PAYLOAD = ('Hi <img src=x onerror=alert(1)> and <script>alert(2)</script> '
+           '<b onmouseover="window.__pwned=1">bold</b>')
 TOOL_DOMAINS = ["parcel tracking and delivery status", "email messages", "weather forecasts",
                 "flight bookings", "hotel rooms", "stock quotes", "cooking recipes",
                 "music playlists", "bank transfers", "calendar events", "news articles", "rental cars"]
@@ -103,7 +103,8 @@ def _open_session(driver, base_url: str, session_id: str) -> None:
     from selenium.webdriver.common.by import By
 
     driver.get(f"{base_url}/ui")
-    button = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, f'button.session[data-session="{session_id}"]'))
+    selector = f'button.session[data-session="{session_id}"]'
+    button = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, selector))
     button.click()
     _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#detail .timeline .turn"))
 
@@ -183,7 +184,8 @@ def test_release_button_calls_the_api_and_refreshes(browser, proxy, sessions):
     card = f'.record[data-record="{target}"]'
     browser.find_element(By.CSS_SELECTOR, f"{card} button.release").click()
     _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f"{card} .status").text == "released")
-    stored = {r["id"]: r for r in httpx.get(f"{proxy.url}/v1/sessions/{session_id}/quarantine").json()["data"]}
+    listed = httpx.get(f"{proxy.url}/v1/sessions/{session_id}/quarantine").json()["data"]
+    stored = {r["id"]: r for r in listed}
     assert stored[target]["status"] == "released"
     assert stored[target]["history"][-1]["to"] == "released"
     assert not browser.find_element(By.CSS_SELECTOR, f"{card} button.release").is_enabled()
@@ -221,7 +223,8 @@ def test_tenant_key_is_asked_for_and_sent(browser, tenant_proxy):
     browser.get(f"{tenant_proxy.url}/ui")
     browser.execute_script("sessionStorage.clear()")
     browser.refresh()
-    auth = _wait(browser, lambda d: d.find_element(By.ID, "auth") if d.find_element(By.ID, "auth").is_displayed() else None)
+    auth = _wait(browser, lambda d: (d.find_element(By.ID, "auth")
+                                     if d.find_element(By.ID, "auth").is_displayed() else None))
     assert "requires an API key" in auth.text and "401" in auth.text
     assert not browser.find_element(By.ID, "app").is_displayed()
 

@@ -44,7 +44,8 @@ async def _outcomes(records: list[Any], settings: Any) -> list[Outcome]:
     from agentmem.ingest import chain_hashes
     from agentmem.models.embedder import default_embedder
     from agentmem.policy import policy_from_dict
-    from agentmem.quarantine.clash import load_nli, nli_candidates, rule_clashes, turn_rule_clashes
+    from agentmem.quarantine.clash import (clash_sources, load_nli, nli_candidates, rule_clashes,
+                                           turn_rule_clashes)
     from agentmem.quarantine.statements import statements_of
     from agentmem.report import Report, StageRun
     from agentmem.stages.base import StageContext
@@ -64,7 +65,8 @@ async def _outcomes(records: list[Any], settings: Any) -> list[Outcome]:
         statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
         statements.sources = [record.turns[int(p)].speaker for p in statements.position]
         last = len(history) - 1
-        new_rows = [int(r) for r in np.flatnonzero(statements.position == last)]
+        allowed = set(clash_sources(statements, settings))  # as the policy would (clash_tools)
+        new_rows = [int(r) for r in np.flatnonzero(statements.position == last) if int(r) in allowed]
         rules = rule_clashes(statements, new_rows) or turn_rule_clashes(statements, new_rows)
         rule_turn = int(statements.position[rules[0].older]) if rules else None
         rest = [r for r in new_rows if r not in {c.newer for c in rules}]

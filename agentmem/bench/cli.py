@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -17,15 +16,15 @@ bench_app = typer.Typer(help="Benchmarks (formats: ../shared/bench/FORMATS.md)."
 def _kind_command(kind: str):
     def command(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benchmark file."),
                 policy: str = typer.Option("default", help="Policy preset or YAML path."),
-                json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here."),
-                checkpoint: Optional[str] = typer.Option(None, help="Pruner checkpoint folder (prune)."),
-                dev: Optional[Path] = typer.Option(None, help="Dev file for baseline thresholds (prune)."),
-                limit: Optional[int] = typer.Option(None, help="Evaluate at most N questions (history).")):
+                json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
+                checkpoint: str | None = typer.Option(None, help="Pruner checkpoint folder (prune)."),
+                dev: Path | None = typer.Option(None, help="Dev file for baseline thresholds (prune)."),
+                limit: int | None = typer.Option(None, help="Evaluate at most N questions (history).")):
         try:
             records = READERS[kind](data)
         except BenchDataError as error:
             typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
         runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit)
         emit(f"bench {kind}", runner(records, policy=policy), json_out)
 
@@ -64,7 +63,7 @@ for _kind in READERS:
 
 
 @bench_app.command()
-def overhead(json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here."),
+def overhead(json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
              calls: int = typer.Option(200, help="Measured calls per policy."),
              turn_calls: int = typer.Option(30, help="Measured calls per session length."),
              turns: str = typer.Option("10,100,1000", help="Session lengths, comma-separated.")):

@@ -27,7 +27,8 @@ def conversation_messages(sample) -> tuple[list[dict[str, Any]], dict[str, int]]
     a, b = conversation.get("speaker_a"), conversation.get("speaker_b")
     numbers = sorted(int(m.group(1)) for key in conversation
                      if (m := re.fullmatch(r"session_(\d+)", key)))
-    messages, where = [], {}
+    messages: list[dict[str, Any]] = []
+    where: dict[str, int] = {}
     for number in numbers:
         date = conversation.get(f"session_{number}_date_time", "")
         for position, turn in enumerate(conversation[f"session_{number}"]):
@@ -80,7 +81,8 @@ async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = T
                 request = messages + [{"role": "user", "content": qa.question}]
                 started = time.perf_counter()
                 result = await hygiene.apply(request, session_id=session)
-                latencies.append(result.report.latency_ms.get("hygiene", (time.perf_counter() - started) * 1000))
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                latencies.append(result.report.latency_ms.get("hygiene", elapsed_ms))
                 fractions.append(result.report.tokens_after / max(1, result.report.tokens_before))
                 outgoing = dict(zip(result.kept_indices, result.messages))
                 budget = result.report.tokens_after - message_tokens(request[-1])
@@ -128,7 +130,8 @@ async def _latency_vs_length(hygiene, samples, lengths=(60, 150, 300, 600), per_
         await hygiene.apply(history + [{"role": "user", "content": "Warm up."}], session_id=session)
         times = []
         for question in questions:
-            result = await hygiene.apply(history + [{"role": "user", "content": question}], session_id=session)
+            result = await hygiene.apply(history + [{"role": "user", "content": question}],
+                                         session_id=session)
             times.append(result.report.latency_ms["hygiene"])
         out[str(length)] = {"latency_ms_p50": percentile(times, 0.5),
                             "latency_ms_p95": percentile(times, 0.95)}

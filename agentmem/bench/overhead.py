@@ -117,6 +117,7 @@ async def _measure(upstream: str, proxy: str, calls: int, turn_calls: int,
             samples["proxy" if api_base == proxy else "direct"].append(elapsed)
             if api_base == proxy:
                 reply = response.choices[0].message.model_dump(exclude_none=True)
+        assert reply is not None  # the proxy is always one of the two calls
         return reply
 
     result: dict[str, Any] = {}
@@ -128,7 +129,7 @@ async def _measure(upstream: str, proxy: str, calls: int, turn_calls: int,
                        {"X-Session-Id": f"warm-{policy}-{i}", "X-Agentmem-Policy": policy},
                        i % 2 == 1, {"proxy": [], "direct": []})
         await asyncio.sleep(2)
-        samples = {"proxy": [], "direct": []}
+        samples: dict[str, list[float]] = {"proxy": [], "direct": []}
         for conversation in range(max(1, calls // 10)):
             history: list[dict] = [{"role": "system", "content": "You are a support assistant."}]
             headers = {"X-Session-Id": f"{policy}-{conversation}", "X-Agentmem-Policy": policy}

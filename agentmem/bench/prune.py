@@ -7,15 +7,17 @@ sentence) gets its threshold chosen on the dev file the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 THRESHOLDS = [round(float(x), 2) for x in np.arange(0.05, 0.96, 0.05)]
 
 
-def prune_metrics(records: Sequence[Any], keeps: Sequence[Sequence[bool]], threshold: float) -> dict[str, Any]:
+def prune_metrics(records: Sequence[Any], keeps: Sequence[Sequence[bool]],
+                  threshold: float) -> dict[str, Any]:
     """The FORMATS.md result keys for one set of keep decisions."""
     precisions, recalls, f1s = [], [], []
     tp = fp = fn = 0
@@ -29,7 +31,7 @@ def prune_metrics(records: Sequence[Any], keeps: Sequence[Sequence[bool]], thres
             negative_total += len(labels)
             negative_kept += sum(keep)
             continue
-        hit = sum(1 for k, l in zip(keep, labels) if k and l)
+        hit = sum(1 for k, label in zip(keep, labels) if k and label)
         kept, gold = sum(keep), sum(labels)
         tp, fp, fn = tp + hit, fp + kept - hit, fn + gold - hit
         precision = hit / kept if kept else 1.0

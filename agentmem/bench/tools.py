@@ -47,8 +47,8 @@ class _Tally:
     def add(self, offered: list[dict[str, Any]], kept: list[dict[str, Any]], gold: list[str]) -> None:
         names = {_name(t) for t in kept}
         hits = sum(g in names for g in gold)
-        self.rows.append((len(offered), bool(gold), hits, len(gold),
-                          len(kept) / max(1, len(offered)), tools_tokens(kept) / max(1, tools_tokens(offered))))
+        self.rows.append((len(offered), bool(gold), hits, len(gold), len(kept) / max(1, len(offered)),
+                          tools_tokens(kept) / max(1, tools_tokens(offered))))
 
     def summary(self, min_offered: int = 0) -> dict[str, Any]:
         rows = [r for r in self.rows if r[0] >= min_offered]

@@ -12,12 +12,16 @@ in fp32 even though the shipped weights are stored in fp16 (half the size on dis
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 LABELS: tuple[str, str, str] = ("contradiction", "entailment", "neutral")
 CONTRADICTION = 0
@@ -49,16 +53,19 @@ def label_order(id2label: dict[Any, str]) -> list[int]:
 class NLIModel:
     """A loaded cross-encoder returning (contradiction, entailment, neutral) probabilities."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, max_length: int = 128):
+    def __init__(self, model: PreTrainedModel, tokenizer: Any, *, max_length: int = 128):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.max_length = max_length
-        self.order = label_order(model.config.id2label)
+        id2label = model.config.id2label
+        if id2label is None:  # transformers types it optional; a classifier's config has one
+            raise ValueError("not a 3-way NLI model: its config has no id2label")
+        self.order = label_order(id2label)
         self._lock = threading.Lock()  # fast tokenizers are not safe to share across threads
 
     @classmethod
     def load(cls, path_or_name: str | Path | None = None, *, allow_hub: bool = False,
-             max_length: int = 128) -> "NLIModel":
+             max_length: int = 128) -> NLIModel:
         """The shipped checkpoint (None), a local folder, or a hub name when allow_hub is True."""
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import string
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -66,7 +67,7 @@ class Pruner:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, name_or_path, *, allow_network: bool | None = None, **kwargs) -> "Pruner":
+    def load(cls, name_or_path, *, allow_network: bool | None = None, **kwargs) -> Pruner:
         return cls(*load_model(name_or_path, allow_network=allow_network), **kwargs)
 
     # -- scoring -------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ class Pruner:
         threshold = self.threshold if threshold is None else threshold
         rule = rule or self.rule
         single = isinstance(question, str)
-        if single:  # a string, or a list of sentences (pre-split), for one question
+        if isinstance(question, str):  # a string, or a list of sentences (pre-split), for one question
             questions, contexts = [question], [[context]]
         else:  # per question, a list of contexts; each a string or a list of sentences
             questions, contexts = list(question), [list(c) for c in context]
@@ -175,10 +176,10 @@ class Pruner:
                 layout.append((qi, ci, text, spans, offset, title == "first_sentence"))
         scores = self.score_batch(jobs, batch_size=batch_size) if jobs else []
 
-        pruned = [[None] * len(c) for c in contexts]
+        pruned: list[list[str | None]] = [[None] * len(c) for c in contexts]
         rerank = [[0.0] * len(c) for c in contexts]
         rates = [[0.0] * len(c) for c in contexts]
-        details = [[None] * len(c) for c in contexts]
+        details: list[list[list[dict[str, Any]] | None]] = [[None] * len(c) for c in contexts]
         for (qi, ci, text, spans, offset, title_is_first), score in zip(layout, scores):
             keep = score.keep(threshold, rule)
             title_index = 0 if (offset or title_is_first) else None
@@ -188,7 +189,9 @@ class Pruner:
             for index, ((start, end), kept) in enumerate(zip(spans, keep)):
                 if start < 0:  # an explicit title: scored, returned only when asked for
                     if kept and always_select_title:
-                        kept_text.append(_title_for(title, qi, ci))
+                        given_title = _title_for(title, qi, ci)
+                        assert given_title is not None  # a (-1, -1) span is only added for one
+                        kept_text.append(given_title)
                     continue
                 rows.append({"text": text[start:end], "start": start, "end": end,
                              "probability": score.probabilities[index], "kept": kept})
@@ -198,7 +201,8 @@ class Pruner:
             original_length = len(text)
             pruned[qi][ci] = result
             rerank[qi][ci] = score.ranking_score
-            rates[qi][ci] = ((original_length - len(result)) / original_length * 100) if original_length else 0.0
+            rates[qi][ci] = (((original_length - len(result)) / original_length * 100)
+                             if original_length else 0.0)
             details[qi][ci] = rows
         if reorder:
             for qi in range(len(questions)):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 

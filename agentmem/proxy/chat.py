@@ -7,7 +7,8 @@ chunk. The call stores the reply when the answer is complete (or marks it partia
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Request
@@ -84,18 +85,20 @@ class RelayResponse(StreamingResponse):
     because the request's task is being cancelled.
     """
 
-    def __init__(self, *args: Any, spawn, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, content: AsyncGenerator[bytes, None], *args: Any,
+                 spawn: Callable[[Coroutine[Any, Any, None]], Any], **kwargs: Any):
+        super().__init__(content, *args, **kwargs)
+        self._body = content  # Starlette keeps it as body_iterator, typed only as an iterable
         self._spawn = spawn
 
     async def __call__(self, scope, receive, send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            self._spawn(self.body_iterator.aclose())
+            self._spawn(self._body.aclose())
 
 
-async def _sse(chunks: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+async def _sse(chunks: AsyncGenerator[Any, None]) -> AsyncGenerator[bytes, None]:
     """OpenAI's framing: ``data: {json}\\n\\n`` per chunk, then ``data: [DONE]``.
 
     A provider failure mid-stream ends with an ``error`` event (no [DONE]); OpenAI's clients

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 # Contractions are expanded so patterns only need one spelling ("i am", "do not").
 _CONTRACTIONS: tuple[tuple[str, str], ...] = (
     (r"\bcan't\b", "cannot"), (r"\bwon't\b", "will not"), (r"\bshan't\b", "shall not"),
-    (r"\bain't\b", "am not"), (r"\bi'm\b", "i am"), (r"\bim\b(?=\s+(?:a|an|the|\d|not|from|in|so|very|"
-                                                      r"really|just|still|also|only|[a-z]+(?:ing|ed)\b))", "i am"),
+    (r"\bain't\b", "am not"), (r"\bi'm\b", "i am"),
+    (r"\bim\b(?=\s+(?:a|an|the|\d|not|from|in|so|very|really|just|still|also|only|[a-z]+(?:ing|ed)\b))",
+     "i am"),
     (r"\b(\w+)n't\b", r"\1 not"), (r"\b(i|we|you|they)'ve\b", r"\1 have"),
     (r"\b(i|we|you|they|he|she|it)'ll\b", r"\1 will"), (r"\b(i|we|you|they|he|she)'d\b", r"\1 would"),
     (r"\b(we|you|they)'re\b", r"\1 are"), (r"\b(he|she|it|that|there|what|who|where|here)'s\b", r"\1 is"),
@@ -41,7 +42,8 @@ def normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "mt", "vs", "etc", "jr", "sr", "no", "approx", "e.g",
+_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "mt", "vs", "etc", "jr", "sr", "no", "approx",
+                            "e.g",
                             "i.e", "ft", "u.s", "u.k", "a.m", "p.m"})
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*\s+|\n+|[.!?]+$")
 
@@ -91,20 +93,19 @@ _INTERROGATIVE_STARTS = frozenset({
     "why", "how", "any", "anything", "am", "is there", "are there", "isn't", "aren't", "right", "ok",
     "okay", "yes", "no", "really", "huh", "eh"})
 _PRONOUNS = frozenset({"i", "you", "we", "they", "he", "she", "it", "my", "your", "our", "their"})
-_DISCOURSE = re.compile(r"^(?:(?:and|but|so|also|then|oh|ok|okay|well|hey|hi|hello|yeah|great|thanks|nice|cool|"
-                        r"sure|hmm|um|one more thing|btw|by the way|plus|anyway|lol|haha|wow|honestly|basically)"
-                        r"\b[,!.]?\s*|(?:yes|no|nope|yep|still|now|just)[,!.]+\s*)+")
+_DISCOURSE = re.compile(r"^(?:(?:and|but|so|also|then|oh|ok|okay|well|hey|hi|hello|yeah|great|thanks|nice|"
+                        r"cool|sure|hmm|um|one more thing|btw|by the way|plus|anyway|lol|haha|wow|honestly|"
+                        r"basically)\b[,!.]?\s*|(?:yes|no|nope|yep|still|now|just)[,!.]+\s*)+")
 # Break points between clauses. Conjunctions only split when a new subject follows, so lists
 # ("shrimp, crab or lobster") stay whole.
 _SUBJECT = r"(?:i|we|my|our|he|she|they|it|you|your|that|this|there|his|her|their|the)\b"
 _CLAUSE_BREAK = re.compile(
-    r"\s*(?:;|\s[\u2014\u2013]\s?|\s-\s|\u2014|:(?!\d)(?=\s))\s*"
-    r"|,\s+(?=(?:but|so|and then|because|although|though|whereas|however)\b)"
-    r"|,?\s+(?=(?:but|so|because|cause|cuz|although|though|whereas|however|and then|and|or|yet)\s+"
-    + _SUBJECT + r")"
-    r"|,\s*(?=(?:" + _SUBJECT[3:-3] + r"|what|which|who|where|when|why|how|should|could|can|would|will|do|"
-    r"does|did|is|are|am|was|were|since|because|as|if|unless|although|though|while|after|before|once|"
-    r"until|even|given|now that|right|ok|okay)\b)")
+    r"\s*(?:;|\s[\u2014\u2013]\s?|\s-\s|\u2014|:(?!\d)(?=\s))\s*|,\s+(?=(?:but|so|and then|because|although|"
+    r"though|whereas|however)\b)|,?\s+(?=(?:but|so|because|cause|cuz|although|though|whereas|however|"
+    r"and then|and|or|yet)\s+"
+    + _SUBJECT + r")|,\s*(?=(?:" + _SUBJECT[3:-3] + r"|what|which|who|where|when|why|how|should|could|can|"
+    r"would|will|do|does|did|is|are|am|was|were|since|because|as|if|unless|although|though|while|after|"
+    r"before|once|until|even|given|now that|right|ok|okay)\b)")
 _AS_A = re.compile(r"^as (?:an?|the) ([^,]+?)(?:,\s*|$|\s+(?=(?:should|can|could|would|will|do|does|is|am|"
                    r"what|how|which|where|i|my)\b))(.*)$")
 _LIFE_STAGES = re.compile(r"^(?:kid|child|boy|girl|teen|teenager|baby|youngster|toddler|little one)\b")
@@ -114,10 +115,14 @@ def _strip_discourse(text: str) -> str:
     return _DISCOURSE.sub("", text).strip(" ,.!?;:\"'")
 
 
+# Leads whose clause still needs the word itself to be read right ("until 2019 ...", "when I was ...").
+_KEPT_LEADS = frozenset({"until", "before", "after", "once", "when", "whenever", "while"})
+
+
 def _lead_of(text: str) -> tuple[str, str]:
     for lead in _SUBORDINATORS:
         if text.startswith(lead + " "):
-            return lead, text[len(lead) + 1:]
+            return lead, text if lead in _KEPT_LEADS else text[len(lead) + 1:]
     for lead in ("let's say", "say", "suppose", "imagine", "pretend"):
         if text.startswith(lead + " "):
             return lead, text[len(lead) + 1:]
@@ -207,9 +212,9 @@ def _mood(text: str, lead: str, question: bool, hypothetical_sentence: bool) -> 
 
 # Possessive noun phrases that presuppose a fact even inside a question.
 _PRESUPPOSING = re.compile(
-    r"\bmy (?:(\d+|two|three|four|five|six|seven|eight|nine|ten) )?"
-    r"(kids|children|sons|daughters|son|daughter|wife|husband|partner|dog|dogs|cat|cats|"
-    r"brother|brothers|sister|sisters|car|house|flat|apartment|boyfriend|girlfriend)\b")
+    r"\bmy (?:(\d+|two|three|four|five|six|seven|eight|nine|ten) )?(kids|children|sons|daughters|son|"
+    r"daughter|wife|husband|partner|dog|dogs|cat|cats|brother|brothers|sister|sisters|car|house|flat|"
+    r"apartment|boyfriend|girlfriend)\b")
 
 
 def claim_clauses(sentence: str) -> list[str]:

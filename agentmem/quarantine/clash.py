@@ -79,8 +79,24 @@ def _hub_model(name: str) -> Any:
 
 
 @lru_cache(maxsize=65536)
-def _rule(older: str, newer: str) -> RuleVerdict | None:
+def _rule_verdict(older: str, newer: str) -> RuleVerdict | None:
     return rule_clash(older, newer)
+
+
+def _rule(older: str, newer: str, source: str) -> RuleVerdict | None:
+    """A rule verdict, where it applies: record comparisons ("key: value" lines read twice)
+    are for tool outputs only; in people's text "Step 1" and "Step 3" are not one record."""
+    verdict = _rule_verdict(older, newer)
+    if verdict is not None and verdict.slot.startswith("record") and not source.startswith("tool:"):
+        return None
+    return verdict
+
+
+def clash_sources(statements: Statements, settings: Any) -> list[int]:
+    """Rows whose source may clash: people and the assistant always; tools only when the policy
+    says so (``clash_tools``): a tool's results differ because its calls differ."""
+    return [r for r in range(statements.size)
+            if settings.clash_tools or not statements.sources[r].startswith("tool:")]
 
 
 @lru_cache(maxsize=65536)
@@ -102,7 +118,7 @@ def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
         earlier = _earlier_same_source(statements, row)[-MAX_RULE_CANDIDATES:]
         best: tuple[RuleVerdict, int] | None = None
         for older in reversed(earlier):
-            verdict = _rule(statements.texts[older], statements.texts[row])
+            verdict = _rule(statements.texts[older], statements.texts[row], statements.sources[row])
             if verdict is not None and (best is None or verdict.score > best[0].score):
                 best = (verdict, older)
         if best is not None:
@@ -129,7 +145,7 @@ def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash
         best: tuple[RuleVerdict, int] | None = None
         for older_position in reversed(earlier):
             older_text = " ".join(statements.texts[r] for r in by_position[older_position])
-            verdict = _rule(older_text, newer_text)
+            verdict = _rule(older_text, newer_text, source)
             if verdict is not None and (best is None or verdict.score > best[0].score):
                 best = (verdict, older_position)
         if best is not None:

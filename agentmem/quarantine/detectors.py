@@ -14,8 +14,8 @@ from functools import cached_property
 from typing import Protocol
 
 from agentmem.models.runtime import run_inference
-from agentmem.quarantine.clash import (Clash, all_rule_clashes, load_nli, nli_candidates, settle,
-                                       undecided)
+from agentmem.quarantine.clash import (Clash, all_rule_clashes, clash_sources, load_nli, nli_candidates,
+                                       settle, undecided)
 from agentmem.quarantine.judge import Judge
 from agentmem.quarantine.poison import detect_poison
 from agentmem.quarantine.records import QuarantineRecord
@@ -81,11 +81,13 @@ class ClashDetector:
         return settings.clash
 
     async def detect(self, scope: Scope) -> list[QuarantineRecord]:
-        if not scope.new_rows:
-            return []
         statements, settings = scope.statements, scope.settings
-        decided = await run_inference(all_rule_clashes, statements, scope.new_rows)
-        rest = undecided(statements, scope.new_rows, decided)
+        allowed = set(clash_sources(statements, settings))
+        new_rows = [row for row in scope.new_rows if row in allowed]
+        if not new_rows:
+            return []
+        decided = await run_inference(all_rule_clashes, statements, new_rows)
+        rest = undecided(statements, new_rows, decided)
         scored = []
         if rest:
             nli = await run_inference(load_nli, settings)

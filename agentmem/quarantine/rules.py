@@ -20,8 +20,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from agentmem.quarantine.claims import claim_clauses, split_sentences
-from agentmem.quarantine.slots import announces_update, conflict, extract_facts, relations
+from agentmem.quarantine.claims import split_sentences, text_clauses
+from agentmem.quarantine.slots import announces_update, clause_guard, conflict, extract_facts, relations
 
 MIN_SCORE = 0.6  # verdicts below this are not returned at all
 
@@ -54,41 +54,60 @@ def _fact_verdict(older: str, newer: str) -> RuleVerdict | None:
 
 # --------------------------------------------------------------------------- silent guard
 
-_STOPWORDS = frozenset("""the a an and or but so to of in on at for with from by is are was were be been being am
-i me my we our you your he she it they them his her its their this that these those there here have has had do does
-did not no yes just very really too also then than as if when what which who how why where would could should will
-can may might must about into over after before out up down all any some more most much many one two get got
-like love want need know think make made go going went come back well good great nice thanks thank okay ok
-""".split())
+_STOPWORDS = frozenset("""the a an and or but so to of in on at for with from by is are was were be been
+being am i me my we our you your he she it they them his her its their this that these those there here
+have has had do does did not no yes just very really too also then than as if when what which who how why
+where would could should will can may might must about into over after before out up down all any some
+more most much many one two get got like love want need know think make made go going went come back well
+good great nice thanks thank okay ok sense makes sounds perfect cool awesome right idea fair noted funny
+timing wow yeah yep sure lol haha hmm""".split())
 
 
 def rule_silent_ok(older: str, newer: str) -> bool:
     """True when a guard says the pair is definitely not a clash (skip the NLI backstop too).
 
-    That is: no rule fires, and either the newer text asserts nothing (a pure question), or
-    every newer clause that talks about what the older text said is explained by a guarded
-    or consistent fact pair (another person, hypothetical, time-qualified, update announced,
-    or a restatement of the same value).
+    No rule fires, and either the newer text asserts nothing (a bare question or a pure
+    hypothetical), or every newer clause that shares content with the older text is guarded:
+    explained by a fact pair (another person, hypothetical, time-qualified, update announced,
+    or a restatement of the same value) or marked at clause level (past / time-bounded,
+    hypothetical, another person as subject, a sentence that announces an update).
     """
     if rule_clash(older, newer) is not None:
         return False
-    newer_clauses = [c for s in split_sentences(newer) for c in claim_clauses(s)]
-    if not newer_clauses:
-        return True
-    older_facts, newer_facts = extract_facts(older), extract_facts(newer)
-    linked = [r for r in relations(older_facts, newer_facts) if r.status in ("guarded", "consistent")]
-    if not linked:
-        return False
-    if announces_update(newer) and any(r.guard == "update announced" for r in linked):
-        return True
-    explained = {r.newer.evidence for r in linked}
+    assertive = [c for c in text_clauses(newer) if c.mood == "assert"]
+    if not assertive:
+        return not _PRESUPPOSES.search(newer)  # a bare question asserts nothing; "my X" in it still might
+    pairs = relations(extract_facts(older), extract_facts(newer))
+    explained = {r.newer.evidence for r in pairs if _explains(r)}
+    updated = {i for i, sentence in enumerate(split_sentences(newer)) if announces_update(sentence)}
     older_words = _content_words(older)
-    for clause in newer_clauses:
-        if clause in explained or any(clause in e or e in clause for e in explained):
-            continue
-        if _content_words(clause) & older_words:
-            return False
-    return True
+    checks = [(clause, _clause_guarded(clause, explained, updated)) for clause in assertive]
+    relevant = [guarded for clause, guarded in checks if _content_words(clause.text) & older_words]
+    if relevant:
+        return all(relevant)
+    contentful = [guarded for clause, guarded in checks if _content_words(clause.text)]
+    return bool(contentful) and all(contentful)
+
+
+def _clause_guarded(clause, explained: set[str], updated: set[int]) -> bool:
+    if any(clause.text in e or e in clause.text for e in explained):
+        return True
+    return clause.sentence_index in updated or bool(clause_guard(clause.text))
+
+
+_PRESUPPOSES = re.compile(r"\b(?:my|our|mine|since|because|as i|given that|when i|after i|the \w+ (?:i|"
+                          r"we) (?:had|have|got|bought|did|took))\b", re.IGNORECASE)
+# Incidental mentions ("my boss", "my car") relate two texts without settling whether they agree.
+_INCIDENTAL = ("has:", "did:", "pet:pet")
+
+
+def _explains(relation) -> bool:
+    """A guarded or restating pair on a substantive slot explains the newer clause it comes from."""
+    if relation.status not in ("guarded", "consistent") or relation.newer.slot.startswith(_INCIDENTAL):
+        return False
+    if relation.newer.value in ("working", "some") and relation.status == "consistent":
+        return False
+    return relation.status == "guarded" or relation.older.value == relation.newer.value
 
 
 def _content_words(text: str) -> set[str]:
@@ -100,12 +119,13 @@ def _content_words(text: str) -> set[str]:
 _TOKEN = re.compile(r"\d{1,2}:\d{2}|\d+(?:[.,]\d+)*|[A-Za-z]+(?:[-'][A-Za-z]+)*|[^\sA-Za-z\d]")
 _VALUE_TOKEN = re.compile(r"^(?:\d{1,2}:\d{2}|\d+(?:[.,]\d+)*|[$€£%]|am|pm|AM|PM)$")
 _PLACEHOLDER = re.compile(r"^(?:tba|tbd|tbc|pending|unknown|n/?a|none|null|-+|\?+)$", re.IGNORECASE)
-_EXPLAINED = re.compile(r"\b(?:updated?|changed?|delayed|rescheduled|revised|corrected|correction|now|sold|reserved|"
-                        r"moved|previously|was|were|instead|new|cancell?ed|postponed|adjusted|since|after|"
-                        r"remaining|left)\b", re.IGNORECASE)
-_EMPTY = re.compile(r"^\s*(?:no (?:\w+ )?(?:events|meetings|appointments|results|items|entries|records?|matches|"
-                    r"bookings|orders|stock|warranty|coverage|policy|reservations?|data|history)\b|none\b|nothing"
-                    r"(?: scheduled)?\b|empty\b|0 (?:results|items|events)\b|free all day\b|not found\b)",
+_EXPLAINED = re.compile(r"\b(?:updated?|changed?|delayed|rescheduled|revised|corrected|correction|now|sold|"
+                        r"reserved|moved|previously|was|were|instead|new|cancell?ed|postponed|adjusted|"
+                        r"since|after|remaining|left)\b", re.IGNORECASE)
+_EMPTY = re.compile(r"^\s*(?:no (?:\w+ )?(?:events|meetings|appointments|results|items|entries|records?|"
+                    r"matches|bookings|orders|stock|warranty|coverage|policy|reservations?|data|history)\b|"
+                    r"none\b|nothing(?: scheduled)?\b|empty\b|0 (?:results|items|events)\b|free all day\b|"
+                    r"not found\b)",
                     re.IGNORECASE)
 _MIN_TOKENS = 6
 
@@ -123,13 +143,14 @@ def _record_verdict(older: str, newer: str) -> RuleVerdict | None:
 
 
 # Fields whose value is expected to move between two reads of the same record.
-_VOLATILE_KEY = re.compile(r"status|state|result|scan|updated?|as of|eta|estimated|location|current|progress|position|"
-                           r"queue|time|timestamp|checked|retrieved|fetched|last|next|remaining|balance|note",
+_VOLATILE_KEY = re.compile(r"status|state|result|scan|updated?|as of|eta|estimated|location|current|"
+                           r"progress|position|queue|time|timestamp|checked|retrieved|fetched|last|next|"
+                           r"remaining|balance|note",
                            re.IGNORECASE)
-_ID_KEY = re.compile(r"(?:^|_)id$|^id|number|serial|sku|booking|order|tracking|policy|patient|ticket|account|"
-                     r"reservation|invoice", re.IGNORECASE)
-_RECORD_CHANGE = re.compile(r"\b(?:revised|updated|corrected|exception|delay(?:ed)?|cancell?ed|refund(?:ed)?|modified|"
-                            r"changed|amended|rebooked|reissued)\b", re.IGNORECASE)
+_ID_KEY = re.compile(r"(?:^|_)id$|^id|number|serial|sku|booking|order|tracking|policy|patient|ticket|"
+                     r"account|reservation|invoice", re.IGNORECASE)
+_RECORD_CHANGE = re.compile(r"\b(?:revised|updated|corrected|exception|delay(?:ed)?|cancell?ed|"
+                            r"refund(?:ed)?|modified|changed|amended|rebooked|reissued)\b", re.IGNORECASE)
 
 
 def _record(line: str) -> tuple[tuple[str, ...], dict[str, str]] | None:
@@ -141,7 +162,8 @@ def _record(line: str) -> tuple[tuple[str, ...], dict[str, str]] | None:
             return None
         if not isinstance(data, dict):
             return None
-        fields = {str(k).lower(): str(v).strip().lower() for k, v in data.items() if not isinstance(v, (dict, list))}
+        scalars = {k: v for k, v in data.items() if not isinstance(v, (dict, list))}
+        fields = {str(k).lower(): str(v).strip().lower() for k, v in scalars.items()}
         identity = tuple(f"{k}={v}" for k, v in fields.items() if _ID_KEY.search(k))
         return (identity, fields) if identity and len(fields) >= 3 else None
     if line.count(" | ") < 2:
@@ -157,6 +179,9 @@ def _record(line: str) -> tuple[tuple[str, ...], dict[str, str]] | None:
     return (tuple(unkeyed), keyed) if unkeyed and len(keyed) >= 2 else None
 
 
+_NEGATED_VALUE = re.compile(r"\b(?:not|none|no)\b")
+
+
 def _differing_fields(old: str, new: str) -> RuleVerdict | None:
     """The same record (same identity) read twice with a field that changed for no stated reason."""
     a, b = _record(old), _record(new)
@@ -169,8 +194,7 @@ def _differing_fields(old: str, new: str) -> RuleVerdict | None:
         if _PLACEHOLDER.match(old_value) or _PLACEHOLDER.match(new_value):
             continue
         numeric = bool(re.search(r"\d", old_value) and re.search(r"\d", new_value))
-        negated = bool(re.search(r"\b(?:not|none|no)\b", old_value)) != bool(re.search(r"\b(?:not|none|no)\b",
-                                                                                       new_value))
+        negated = bool(_NEGATED_VALUE.search(old_value)) != bool(_NEGATED_VALUE.search(new_value))
         kind = "value" if numeric else "negation" if negated else "name_place"
         return RuleVerdict(kind, "record:" + key, old_value[:60], new_value[:60], 0.85,
                            f'{key}: "{old_value[:40]}" earlier, "{new_value[:40]}" now')
@@ -185,18 +209,21 @@ def _empty_vs_listed(old: str, new: str) -> RuleVerdict | None:
     """'Tue Oct 8: 15:00 Dentist' vs 'Tue Oct 8: no events' (same key, items vs nothing)."""
     old_key, _, old_body = old.partition(": ")
     new_key, _, new_body = new.partition(": ")
-    if not old_body or not new_body or old_key.strip().lower() != new_key.strip().lower() or len(old_key) > 40:
+    same_key = old_key.strip().lower() == new_key.strip().lower()
+    if not old_body or not new_body or not same_key or len(old_key) > 40:
         return None
     old_empty, new_empty = bool(_EMPTY.match(old_body)), bool(_EMPTY.match(new_body))
     if old_empty == new_empty or _RECORD_CHANGE.search(new_body):
         return None
-    return RuleVerdict("negation", "record:" + old_key.strip()[:30], old_body.strip()[:60], new_body.strip()[:60],
-                       0.85, f'{old_key.strip()}: "{old_body.strip()[:40]}" earlier, "{new_body.strip()[:40]}" now')
+    return RuleVerdict("negation", "record:" + old_key.strip()[:30], old_body.strip()[:60],
+                       new_body.strip()[:60],
+                       0.85,
+                       f'{old_key.strip()}: "{old_body.strip()[:40]}" earlier, "{new_body.strip()[:40]}" now')
 
 
 def _differing_values(old: str, new: str) -> RuleVerdict | None:
     a, b = _TOKEN.findall(old), _TOKEN.findall(new)
-    if min(len(a), len(b)) < _MIN_TOKENS or split_sentences(old) != [old] and len(split_sentences(old)) > 3:
+    if min(len(a), len(b)) < _MIN_TOKENS or len(split_sentences(old)) > 3:
         return None
     matcher = difflib.SequenceMatcher(None, [t.lower() for t in a], [t.lower() for t in b], autojunk=False)
     if matcher.ratio() < 0.6:

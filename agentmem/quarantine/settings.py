@@ -14,6 +14,9 @@ class QuarantineSettings(BaseModel):
 
     clash: bool = Field(True, description="Detect statements that contradict earlier ones.")
     poison: bool = Field(True, description="Detect recurring unsupported claims.")
+    clash_tools: bool = Field(
+        False, description="Also look for clashes between results of one tool (off: a tool's "
+        "results differ because its calls differ; people and the assistant are always checked).")
     resolution: Literal["newer_wins", "trust_wins", "keep_both"] = Field(
         "newer_wins", description="Who loses a clash: the older statement, the less trusted "
         "source (ties: the older), or nobody (a short note states both).")
@@ -30,8 +33,9 @@ class QuarantineSettings(BaseModel):
     call_path_similarity: float = Field(
         0.5, ge=-1, le=1, description="The call-path check of the newest user message only "
         "looks at earlier user statements this similar (the background looks wider).")
-    call_path_candidates: int = Field(3, ge=0, description="NLI pairs the call path may spend "
-                                      "(0: leave even the newest user message to the background).")
+    call_path_candidates: int = Field(
+        0, ge=0, description="NLI pairs the call path may spend on the newest user message "
+        "(0: rules only on the call path; the NLI backstop runs after the reply).")
     judge_model: str | None = Field(
         None, description="A litellm model string (or a configured route) asked, after the reply, "
         "about clash candidates the rules left and NLI scored above judge_threshold; null: no judge.")

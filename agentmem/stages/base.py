@@ -44,7 +44,7 @@ class Draft:
 
     @classmethod
     def of(cls, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-           functions: list[dict[str, Any]] | None = None) -> "Draft":
+           functions: list[dict[str, Any]] | None = None) -> Draft:
         return cls([OutgoingMessage(i, m) for i, m in enumerate(messages)], tools, functions)
 
     def units(self) -> list[list[OutgoingMessage]]:

@@ -14,13 +14,13 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentmem.conversation import query_of, recent_start
 from agentmem.ingest import message_tokens, tools_tokens
 from agentmem.messages import text_of
 from agentmem.models.embedder import from_bytes
 from agentmem.models.runtime import run_inference
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, OutgoingMessage, Stage, StageContext
-from agentmem.conversation import query_of, recent_start
 
 
 class BudgetSettings(BaseModel):
@@ -69,7 +69,8 @@ class BudgetStage(Stage):
         if total <= budget:
             return
         protected_from = recent_start(history, context.policy.prune.keep_recent_exchanges)
-        fixed, optional = [], []
+        fixed: list[int] = []
+        optional: list[int] = []
         for number, unit in enumerate(units):
             pinned = any(m.role in {"system", "developer"} or m.index >= protected_from for m in unit)
             (fixed if pinned else optional).append(number)
@@ -79,7 +80,7 @@ class BudgetStage(Stage):
         relevance = unit_vectors @ query_vector
         similarity = unit_vectors @ unit_vectors.T
         redundancy = np.zeros(len(optional))  # max similarity to anything chosen so far
-        open_ = np.ones(len(optional), dtype=bool)
+        open_ = np.ones(len(optional), dtype=np.bool_)
         chosen: list[int] = []
         while open_.any():
             gain = np.where(open_, relevance - settings.mmr_lambda * redundancy, -np.inf)

@@ -15,7 +15,6 @@ split: they go whole, or their messages shrink (to their best sentence at least)
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 

@@ -3,8 +3,8 @@
 Call path, in order: read the session's records (one HGETALL); find poison with the cached
 sentence vectors (claims grouped by meaning, support looked up; numpy only), but only when
 the client sent assistant or untrusted-tool turns no detection has seen; check the newest
-user message against the user's earlier statements with the NLI model (a few pairs, only
-when similar statements exist); then remove every active record's sentence from the
+user message against the user's earlier statements with the clash rules (and, if the policy
+spends ``call_path_candidates``, a few NLI pairs); then remove every active record's sentence from the
 outgoing messages. Everything else (clashes of assistant and tool statements, poison in our
 stored replies) is found after the reply (``after_reply``). Nothing is deleted: a
 record names a sentence of a stored turn, and releasing it puts the sentence back on the
@@ -21,7 +21,7 @@ import numpy as np
 from agentmem.conversation import last_user_index
 from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
-from agentmem.quarantine.clash import find_clashes, load_nli
+from agentmem.quarantine.clash import all_rule_clashes, load_nli, nli_candidates, settle, undecided
 from agentmem.quarantine.detectors import PoisonDetector, Scope, clash_records, run_detectors
 from agentmem.quarantine.judge import Judge
 from agentmem.quarantine.records import QuarantineRecord, QuarantineStore
@@ -100,23 +100,29 @@ class QuarantineStage(Stage):
     @staticmethod
     async def _newest_user_clash(scope: Scope, history: list[dict[str, Any]],
                                  context: StageContext) -> list[QuarantineRecord]:
-        """The user just said something that contradicts what they said before?"""
+        """The user just said something that contradicts what they said before? The rules
+        answer on the call path (microseconds); the NLI backstop runs here only when the policy
+        gives it ``call_path_candidates`` pairs, else after the reply like everything else."""
         statements, settings = scope.statements, scope.settings
         last_user = last_user_index(history)
         if last_user is None:
             return []
         new_rows = [int(r) for r in np.flatnonzero(statements.position == last_user)]
-        if not new_rows or not settings.call_path_candidates:
+        if not new_rows:
             return []
-        narrow = settings.model_copy(update={  # the fast check: fewer, closer candidates
-            "clash_similarity": max(settings.clash_similarity, settings.call_path_similarity),
-            "clash_candidates": min(settings.clash_candidates, settings.call_path_candidates)})
-        try:
-            nli = await run_inference(load_nli, narrow)
-            clashes = await run_inference(find_clashes, statements, new_rows, nli, narrow)
-        except Exception as error:  # noqa: BLE001 - no NLI model: poison still works
-            context.report.warnings.append(f"clash check skipped: {type(error).__name__}: {error}")
-            return []
+        clashes = all_rule_clashes(statements, new_rows)
+        rest = undecided(statements, new_rows, clashes)
+        if rest and settings.call_path_candidates:
+            narrow = settings.model_copy(update={  # the fast check: fewer, closer candidates
+                "clash_similarity": max(settings.clash_similarity, settings.call_path_similarity),
+                "clash_candidates": min(settings.clash_candidates, settings.call_path_candidates)})
+            try:
+                nli = await run_inference(load_nli, narrow)
+                scored = await run_inference(nli_candidates, statements, rest, nli, narrow)
+            except Exception as error:  # noqa: BLE001 - no NLI model: the rules still work
+                context.report.warnings.append(f"clash check skipped: {type(error).__name__}: {error}")
+                scored = []
+            clashes = settle(clashes, scored, narrow)
         return clash_records(clashes, scope)
 
     @staticmethod

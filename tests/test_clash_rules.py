@@ -1,0 +1,209 @@
+"""The rule layer of the clash cascade: each clash kind fires, each hard negative stays silent.
+
+Pure unit tests (no models, no Redis). The sentences are written for these tests; none is
+taken from the benchmark files.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agentmem.quarantine.claims import claim_clauses
+from agentmem.quarantine.rules import RuleVerdict, rule_clash, rule_silent_ok
+from agentmem.quarantine.slots import announces_update, conflict, extract_facts
+
+# (older, newer, kind, slot prefix)
+CLASHES = [
+    # value: numbers, ages, counts, dates, times, amounts, durations, sizes, records
+    ("I'm 29 and training for my first half marathon.",
+     "Honestly, as a 47-year-old with bad ankles, is a half marathon realistic?", "value", "age"),
+    ("I'm 61, retired, and learning watercolour.", "At 35, is it too late to start painting?", "value", "age"),
+    ("We have three kids, all under ten.", "Any tips for road trips with my 2 children?", "value", "kids"),
+    ("My two dogs sleep in the kitchen.", "I have 4 dogs and they all shed.", "value", "pet:dog"),
+    ("Our anniversary is on March 3rd, can you suggest a restaurant?",
+     "Great, since our anniversary is on March 19, should I book now?", "value", "when:anniversary"),
+    ("My flight is at 6:15am on Thursday.", "Since my flight is at 9pm, can I still do a museum?", "value",
+     "when:flight"),
+    ("Hard budget of $800 for a new phone, not a cent more.",
+     "Ok, I can go up to $1,500 for the phone, what's best?", "value", "budget"),
+    ("I bought this blender three days ago and it already leaks.",
+     "It's been two years since I bought it, is it still under warranty?", "value", "ago:bought"),
+    ("I wear a women's US 7 in running shoes.", "I wear a women's US 9, which trail shoe fits?", "value", "size"),
+    ("item SKU-42 | warehouse: Leeds | on hand: 12 | status: active",
+     "item SKU-42 | warehouse: Leeds | on hand: 3 | status: active", "value", "record"),
+    # names and places
+    ("My wife Maria loves gardening.", "My wife Sofia wants a greenhouse for her birthday.", "name_place",
+     "name:wife"),
+    ("My name is Daniel, nice to meet you.", "Hi again, my name is Peter.", "name_place", "name:self"),
+    ("I live in Lisbon and cycle to work.", "The traffic here in Berlin makes cycling scary.", "name_place",
+     "residence"),
+    ("I grew up in Glasgow.", "Growing up in Sydney, we spent every weekend at the beach.", "name_place",
+     "origin"),
+    # world knowledge (gazetteer)
+    ("I've never been to Italy, sadly.", "When I was in Florence last spring the food was amazing.",
+     "world_knowledge", "visited"),
+    ("I live in Canada and work remotely.", "Heating my flat in Madrid is expensive this winter.",
+     "world_knowledge", "residence"),
+    ("The museum is closed on Mondays.", "Go to the museum on Monday morning before the crowds.",
+     "world_knowledge", "opening"),
+    # negation / existence flips
+    ("I don't have a car, I take the bus everywhere.", "My car broke down on the motorway yesterday.",
+     "negation", "has:car"),
+    ("I have no siblings.", "My sister is visiting next week, where should we eat?", "negation", "siblings"),
+    ("I don't have any pets.", "My cat keeps scratching the sofa, how do I stop her?", "negation", "pet"),
+    ("We don't have kids.", "I drop my kids at school at 8 every morning.", "negation", "kids"),
+    ("I've never played tennis.", "I've been playing tennis every Sunday for years.", "negation", "did:play"),
+    ("I'm not married.", "I'm married, so should we file jointly?", "negation", "marital"),
+    ("I don't speak Spanish at all.", "I speak Spanish, so Mexico City should be easy.", "negation",
+     "speaks:spanish"),
+    # profile lexicons
+    ("I'm vegetarian, so no meat please.", "Last night I had a huge steak at the pub.", "profile", "diet"),
+    ("I'm vegan.", "I had scrambled eggs for breakfast.", "profile", "diet"),
+    ("I'm severely allergic to shellfish.", "I ate a whole plate of prawns at dinner.", "profile",
+     "allergies"),
+    ("I'm lactose intolerant.", "I love a big bowl of ice cream after dinner.", "profile", "allergies"),
+    ("I'm allergic to cats.", "Our cat Pepper sleeps on my bed.", "profile", "allergies"),
+    ("I don't drink alcohol.", "I had a couple of cocktails at the party.", "profile", "abstention"),
+    ("I'm a non-smoker.", "I smoke a pack a day, is that bad for running?", "profile", "abstention"),
+    ("I'm single and live alone.", "My husband thinks we should repaint.", "profile", "marital"),
+    ("I'm left-handed.", "As a righty, which scissors should I buy?", "profile", "handedness"),
+    ("I'm a German citizen with no other citizenship.", "As an American, do I need a visa for Canada?",
+     "profile", "nationality"),
+    ("I've been a nurse my whole career.", "I've never worked in health care, how do I start?", "negation",
+     "job"),
+    ("I'm unemployed right now.", "I just got home from work, so tired.", "profile", "job"),
+    # standing instructions
+    ("From now on, never use emojis in your replies.", "Please add lots of emojis to every answer.",
+     "instruction_reversal", "instr:emoji"),
+    ("Always reply in French please.", "Reply in English from now on.", "instruction_reversal",
+     "instr:language"),
+    ("Keep every answer under two sentences.", "I want long, detailed answers with worked examples.",
+     "instruction_reversal", "instr:length"),
+    ("Please use metric units only.", "As I said, I want everything in miles and Fahrenheit.",
+     "instruction_reversal", "instr:units"),
+]
+
+# (older, newer, why) pairs that must not fire
+HARD_NEGATIVES = [
+    # announced updates
+    ("I live in Dublin.", "Update: I moved to Cork last month, what's the bus like?", "update"),
+    ("Our meeting is on Tuesday at 3pm.", "Change of plan, the meeting got moved to Thursday at 10am.", "update"),
+    ("I'm a junior developer.", "Actually I got promoted, I'm now a team lead.", "update"),
+    ("I live in Paris.", "I live in Rome now, so which museums should I see?", "update"),
+    ("I have one dog.", "We just adopted a second dog, so now we have 2 dogs.", "update"),
+    # another person
+    ("I'm 34.", "My brother is 41 and runs marathons.", "other person"),
+    ("I don't drink.", "My husband drinks a lot of wine, any pairing tips?", "other person"),
+    ("I live in Boston.", "My parents live in Phoenix, so I fly there for the holidays.", "other person"),
+    ("My son is allergic to peanuts.", "I eat peanut butter toast every morning.", "other person"),
+    ("I wear a men's size 10.", "My wife wears a women's size 7.", "other person"),
+    # hypotheticals
+    ("I'm vegetarian.", "If I ate meat, what would pair with this wine?", "hypothetical"),
+    ("I live in Denver.", "If I lived in Miami I'd surf every day.", "hypothetical"),
+    ("I'm 40.", "Imagine I were 25 again, what would you study?", "hypothetical"),
+    # time-qualified
+    ("I don't smoke.", "I used to smoke when I was in college.", "past"),
+    ("I live in Madrid.", "Until 2019 I lived in Bogota.", "bounded"),
+    ("I usually work from home on Mondays.", "This Monday I'm in the office for a workshop.", "habit vs exception"),
+    ("I'm 38.", "When I was 25 I ran a marathon.", "past"),
+    ("I don't eat sugar anymore.", "As a kid I ate candy constantly.", "past"),
+    # restatements and consistent elaborations
+    ("I have two kids.", "My 2 children love the beach.", "restatement"),
+    ("I'm 34.", "I'm in my thirties, is that too old to start climbing?", "restatement"),
+    ("I'm vegetarian.", "I had eggs and toast for breakfast.", "consistent elaboration"),
+    ("I'm vegan.", "I had a veggie burger with oat milk.", "substitute"),
+    ("I don't drink alcohol.", "I had a non-alcoholic beer at the party.", "substitute"),
+    ("I live in New York.", "My apartment in Brooklyn is tiny.", "same place"),
+    ("I've never been to Japan.", "I'm planning my first trip to Tokyo next spring.", "future"),
+    ("I have two kids.", "My youngest, Leo, starts school in September.", "consistent elaboration"),
+    ("I'm allergic to nuts.", "Is almond milk safe for me?", "question"),
+    # questions that only ask about a value
+    ("I'm 34.", "How old do you have to be to rent a car?", "question"),
+    ("I live in Chicago.", "What's the weather like in Seattle?", "question"),
+    ("Always answer in French.", "Can you translate this into English for my boss?", "translation request"),
+]
+
+
+@pytest.mark.parametrize(("older", "newer", "kind", "slot"), CLASHES, ids=[c[3] + ":" + c[1][:30] for c in CLASHES])
+def test_each_clash_kind_fires(older: str, newer: str, kind: str, slot: str) -> None:
+    verdict = rule_clash(older, newer)
+    assert isinstance(verdict, RuleVerdict), (older, newer)
+    assert verdict.kind == kind
+    assert verdict.slot.startswith(slot)
+    assert 0.6 <= verdict.score <= 1.0
+    assert verdict.reason and verdict.older and verdict.newer
+    assert not rule_silent_ok(older, newer)
+
+
+@pytest.mark.parametrize(("older", "newer", "why"), HARD_NEGATIVES, ids=[h[2] + ":" + h[1][:30] for h in HARD_NEGATIVES])
+def test_hard_negatives_stay_silent(older: str, newer: str, why: str) -> None:
+    assert rule_clash(older, newer) is None, (older, newer, rule_clash(older, newer))
+
+
+@pytest.mark.parametrize(("older", "newer"), [
+    ("I'm 34.", "My brother is 41 and runs marathons."),
+    ("I live in Dublin.", "Update: I moved to Cork last month, what's the bus like?"),
+    ("I'm vegetarian.", "If I ate meat, what would pair with this wine?"),
+    ("I don't smoke.", "I used to smoke when I was in college."),
+    ("I have two kids.", "I have 2 kids."),
+    ("I'm 34.", "How old do you have to be to rent a car?"),
+])
+def test_silent_ok_for_guarded_pairs(older: str, newer: str) -> None:
+    assert rule_silent_ok(older, newer)
+
+
+def test_silent_ok_stays_open_for_unrelated_claims() -> None:
+    assert not rule_silent_ok("I'm 34.", "I just finished a great book about sharks.")
+    assert not rule_silent_ok("I don't have a car.", "Should I leave my car at the station?")
+
+
+def test_claims_inside_questions_and_subordinate_clauses() -> None:
+    assert any("52" in c for c in claim_clauses("As a 52-year-old with a dodgy knee, should I worry about running?"))
+    assert claim_clauses("Since my wife is allergic to nuts, what can I bake?") == ["my wife is allergic to nuts"]
+    assert claim_clauses("Because I'm vegan, which cheeses can I eat?") == ["i am vegan"]
+    assert claim_clauses("Do you have any pets?") == []
+    assert claim_clauses("What time is it in Tokyo?") == []
+    assert claim_clauses("If I were vegan, would I need B12?") == []
+    assert "i have 3 kids" in claim_clauses("Which school should my 3 kids go to?")
+
+
+def test_facts_carry_subject_and_qualifiers() -> None:
+    age = [f for f in extract_facts("I'm 34 and my brother is 41.") if f.slot == "age"]
+    assert {(f.value, f.subject) for f in age} == {("34-34", "self"), ("41-41", "other:brother")}
+    smoke = [f for f in extract_facts("I used to smoke.") if f.slot == "consumes"]
+    assert smoke and all("past" in f.qualifiers for f in smoke) or not smoke
+    bounded = [f for f in extract_facts("Until 2019 I lived in Paris.") if f.slot == "visited"]
+    assert bounded and "bounded" in bounded[0].qualifiers
+    hypo = [f for f in extract_facts("If I were vegan I'd miss cheese.") if f.slot == "diet"]
+    assert hypo and "hypothetical" in hypo[0].qualifiers
+
+
+def test_conflict_reports_values_and_reason() -> None:
+    found = conflict(extract_facts("I'm 34."), extract_facts("As a 52-year-old, should I run?"))
+    assert found is not None and found.slot == "age" and found.kind == "value"
+    verdict = rule_clash("I'm 34.", "As a 52-year-old, should I run?")
+    assert verdict is not None
+    assert (verdict.older, verdict.newer) == ("34", "52")
+    assert verdict.reason == 'age: "34" earlier, "52" now'
+    assert verdict.score >= 0.9
+
+
+@pytest.mark.parametrize("text", ["Update: I moved to Cork.", "Change of plan, we leave Friday.",
+                                  "Actually I got a new job.", "I live in Rome now.", "We changed the date."])
+def test_announces_update(text: str) -> None:
+    assert announces_update(text)
+
+
+@pytest.mark.parametrize("text", ["I live in Rome.", "Right now I'm cooking.", "From now on reply in French.",
+                                  "Can you give me any more ideas?"])
+def test_does_not_announce_update(text: str) -> None:
+    assert not announces_update(text)
+
+
+def test_gazetteer_world_knowledge() -> None:
+    from agentmem.quarantine import places
+
+    osaka, japan, madrid = places.resolve("Osaka"), places.resolve("Japan"), places.resolve("Madrid")
+    assert osaka and japan and madrid
+    assert places.contains(japan, osaka) and not places.contains(japan, madrid)
+    assert places.resolve("nice", proper=False) is None  # everyday words are not towns
