@@ -9,7 +9,7 @@ does not change, so kept messages reach the provider exactly as the client sent 
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -48,8 +48,8 @@ class RefusalPart(_Strict):
     refusal: str
 
 
-UserPart = Annotated[Union[TextPart, ImagePart, AudioPart, FilePart], Field(discriminator="type")]
-AssistantPart = Annotated[Union[TextPart, RefusalPart], Field(discriminator="type")]
+UserPart = Annotated[TextPart | ImagePart | AudioPart | FilePart, Field(discriminator="type")]
+AssistantPart = Annotated[TextPart | RefusalPart, Field(discriminator="type")]
 
 
 class FunctionCall(_Strict):
@@ -97,7 +97,7 @@ class FunctionMessage(_Strict):
 
 
 Message = Annotated[
-    Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage, FunctionMessage],
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage | FunctionMessage,
     Field(discriminator="role"),
 ]
 
@@ -154,12 +154,15 @@ _MARKERS = ("list[", "nullable[", "union[", "literal[", "function-", "json-or-py
 _TAGGED_LISTS = {"messages", "content"}  # lists whose items are discriminated unions
 
 
+_SCALAR_MARKERS = frozenset({"str", "int", "float", "bool", "NamedToolChoice"})
+
+
 def _location(loc: tuple[Any, ...]) -> str:
     """``('messages', 1, 'assistant', 'tool_calls', 0, ...)`` -> ``messages[1].tool_calls[0]...``.
 
     pydantic puts union markers and discriminator tags into the path; they are dropped.
     """
-    parts = [p for p in loc if not (isinstance(p, str) and (p.startswith(_MARKERS) or p in {"str", "int", "float", "bool", "NamedToolChoice"}))]
+    parts = [p for p in loc if not (isinstance(p, str) and (p.startswith(_MARKERS) or p in _SCALAR_MARKERS))]
     out = ""
     for i, part in enumerate(parts):
         if isinstance(part, int):
@@ -179,7 +182,9 @@ def describe_validation_error(error: ValidationError) -> tuple[str, str | None]:
     param = _location(first["loc"]) or None
     message = first["msg"]
     if first["type"] == "union_tag_invalid":
-        message = f"unknown {first['ctx'].get('discriminator', 'tag')}: {first['ctx'].get('tag')!r}; expected one of {first['ctx'].get('expected_tags')}"
+        ctx = first["ctx"]
+        message = (f"unknown {ctx.get('discriminator', 'tag')}: {ctx.get('tag')!r}; "
+                   f"expected one of {ctx.get('expected_tags')}")
     elif first["type"] == "union_tag_not_found":
         message = f"missing {first['ctx'].get('discriminator', 'tag')}"
     return (f"Invalid value for '{param}': {message}" if param else message), param

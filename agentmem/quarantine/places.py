@@ -82,7 +82,8 @@ def _gazetteer() -> tuple[dict[str, Place], dict[str, list[Place]]]:
         regions[alias] = Place(alias, "state", "US", code)
     cities: dict[str, list[Place]] = {}
     for city in cache.get_cities().values():
-        place = Place(city["name"], "city", city["countrycode"], city["admin1code"] if city["countrycode"] == "US"
+        place = Place(city["name"], "city", city["countrycode"],
+                      city["admin1code"] if city["countrycode"] == "US"
                       else "", float(city["latitude"]), float(city["longitude"]), int(city["population"]))
         cities.setdefault(fold(city["name"]), []).append(place)
     return regions, cities
@@ -105,7 +106,7 @@ def resolve(name: str, proper: bool = True) -> Place | None:
     if key in ("nyc", "new york city"):
         key = "new york city"
         return Place("New York City", "city", "US", "NY", 40.71427, -74.00597, 8175133)
-    if key in _CITY_STOPWORDS or key not in cities:
+    if (key in _CITY_STOPWORDS and not proper) or key not in cities:
         return None
     candidates = sorted(cities[key], key=lambda p: -p.population)
     best = candidates[0]
