@@ -44,9 +44,9 @@ CONVERSATION = [
 
 async def main() -> None:
     api_base, _ = serve_in_thread()
-    hygiene = agentmem.Hygiene("guarded", settings=Settings(
-        data_dir=os.environ.get("AGENTMEM_DATA_DIR") or tempfile.mkdtemp()))
-    session = SessionHandle("default", "poison-demo")
+    data_dir = os.environ.get("AGENTMEM_DATA_DIR") or tempfile.mkdtemp(prefix="agentmem-poison-")
+    hygiene = agentmem.Hygiene("guarded", settings=Settings(data_dir=data_dir))
+    session = SessionHandle("default", f"poison-demo-{os.getpid()}")
     for end in [i + 1 for i, m in enumerate(CONVERSATION) if m["role"] == "user"]:
         reply = await hygiene.acompletion("openai/echo", CONVERSATION[:end], session_id=session.session_id,
                                           api_base=api_base, api_key="sk-local")
@@ -61,7 +61,8 @@ async def main() -> None:
                       f"    why: {decision.reason}")
     records = await QuarantineStore(hygiene.store()).all(session)
     print(f"quarantine records: {len(records)} ({', '.join(r.kind + '/' + r.status for r in records)})")
-    print(f"release one with: agentmem sessions quarantine {session.session_id} --release {records[0].id}")
+    print(f"release it with: AGENTMEM_DATA_DIR={data_dir} agentmem sessions quarantine "
+          f"{session.session_id} --release {records[0].id}")
     turns = await hygiene.store().active_turns(session)
     print(f"stored turns: {len(turns)} (verbatim; nothing was deleted)")
     await hygiene.aclose()

@@ -17,7 +17,8 @@ CLASHES = [
     # value: numbers, ages, counts, dates, times, amounts, durations, sizes, records
     ("I'm 29 and training for my first half marathon.",
      "Honestly, as a 47-year-old with bad ankles, is a half marathon realistic?", "value", "age"),
-    ("I'm 61, retired, and learning watercolour.", "At 35, is it too late to start painting?", "value", "age"),
+    ("I'm 61, retired, and learning watercolour.", "At 35, is it too late to start painting?", "value",
+     "age"),
     ("We have three kids, all under ten.", "Any tips for road trips with my 2 children?", "value", "kids"),
     ("My two dogs sleep in the kitchen.", "I have 4 dogs and they all shed.", "value", "pet:dog"),
     ("Our anniversary is on March 3rd, can you suggest a restaurant?",
@@ -28,7 +29,8 @@ CLASHES = [
      "Ok, I can go up to $1,500 for the phone, what's best?", "value", "budget"),
     ("I bought this blender three days ago and it already leaks.",
      "It's been two years since I bought it, is it still under warranty?", "value", "ago:bought"),
-    ("I wear a women's US 7 in running shoes.", "I wear a women's US 9, which trail shoe fits?", "value", "size"),
+    ("I wear a women's US 7 in running shoes.", "I wear a women's US 9, which trail shoe fits?", "value",
+     "size"),
     ("item SKU-42 | warehouse: Leeds | on hand: 12 | status: active",
      "item SKU-42 | warehouse: Leeds | on hand: 3 | status: active", "value", "record"),
     # names and places
@@ -87,7 +89,8 @@ CLASHES = [
 HARD_NEGATIVES = [
     # announced updates
     ("I live in Dublin.", "Update: I moved to Cork last month, what's the bus like?", "update"),
-    ("Our meeting is on Tuesday at 3pm.", "Change of plan, the meeting got moved to Thursday at 10am.", "update"),
+    ("Our meeting is on Tuesday at 3pm.", "Change of plan, the meeting got moved to Thursday at 10am.",
+     "update"),
     ("I'm a junior developer.", "Actually I got promoted, I'm now a team lead.", "update"),
     ("I live in Paris.", "I live in Rome now, so which museums should I see?", "update"),
     ("I have one dog.", "We just adopted a second dog, so now we have 2 dogs.", "update"),
@@ -104,7 +107,8 @@ HARD_NEGATIVES = [
     # time-qualified
     ("I don't smoke.", "I used to smoke when I was in college.", "past"),
     ("I live in Madrid.", "Until 2019 I lived in Bogota.", "bounded"),
-    ("I usually work from home on Mondays.", "This Monday I'm in the office for a workshop.", "habit vs exception"),
+    ("I usually work from home on Mondays.", "This Monday I'm in the office for a workshop.",
+     "habit vs exception"),
     ("I'm 38.", "When I was 25 I ran a marathon.", "past"),
     ("I don't eat sugar anymore.", "As a kid I ate candy constantly.", "past"),
     # restatements and consistent elaborations
@@ -124,7 +128,8 @@ HARD_NEGATIVES = [
 ]
 
 
-@pytest.mark.parametrize(("older", "newer", "kind", "slot"), CLASHES, ids=[c[3] + ":" + c[1][:30] for c in CLASHES])
+@pytest.mark.parametrize(("older", "newer", "kind", "slot"), CLASHES,
+                         ids=[c[3] + ":" + c[1][:30] for c in CLASHES])
 def test_each_clash_kind_fires(older: str, newer: str, kind: str, slot: str) -> None:
     verdict = rule_clash(older, newer)
     assert isinstance(verdict, RuleVerdict), (older, newer)
@@ -135,7 +140,8 @@ def test_each_clash_kind_fires(older: str, newer: str, kind: str, slot: str) -> 
     assert not rule_silent_ok(older, newer)
 
 
-@pytest.mark.parametrize(("older", "newer", "why"), HARD_NEGATIVES, ids=[h[2] + ":" + h[1][:30] for h in HARD_NEGATIVES])
+@pytest.mark.parametrize(("older", "newer", "why"), HARD_NEGATIVES,
+                         ids=[h[2] + ":" + h[1][:30] for h in HARD_NEGATIVES])
 def test_hard_negatives_stay_silent(older: str, newer: str, why: str) -> None:
     assert rule_clash(older, newer) is None, (older, newer, rule_clash(older, newer))
 
@@ -158,8 +164,10 @@ def test_silent_ok_stays_open_for_unrelated_claims() -> None:
 
 
 def test_claims_inside_questions_and_subordinate_clauses() -> None:
-    assert any("52" in c for c in claim_clauses("As a 52-year-old with a dodgy knee, should I worry about running?"))
-    assert claim_clauses("Since my wife is allergic to nuts, what can I bake?") == ["my wife is allergic to nuts"]
+    knee = claim_clauses("As a 52-year-old with a dodgy knee, should I worry about running?")
+    assert knee == ["i am a 52-year-old with a dodgy knee"]
+    nuts = claim_clauses("Since my wife is allergic to nuts, what can I bake?")
+    assert nuts == ["my wife is allergic to nuts"]
     assert claim_clauses("Because I'm vegan, which cheeses can I eat?") == ["i am vegan"]
     assert claim_clauses("Do you have any pets?") == []
     assert claim_clauses("What time is it in Tokyo?") == []
@@ -171,7 +179,7 @@ def test_facts_carry_subject_and_qualifiers() -> None:
     age = [f for f in extract_facts("I'm 34 and my brother is 41.") if f.slot == "age"]
     assert {(f.value, f.subject) for f in age} == {("34-34", "self"), ("41-41", "other:brother")}
     smoke = [f for f in extract_facts("I used to smoke.") if f.slot == "consumes"]
-    assert smoke and all("past" in f.qualifiers for f in smoke) or not smoke
+    assert smoke and all("past" in f.qualifiers for f in smoke)
     bounded = [f for f in extract_facts("Until 2019 I lived in Paris.") if f.slot == "visited"]
     assert bounded and "bounded" in bounded[0].qualifiers
     hypo = [f for f in extract_facts("If I were vegan I'd miss cheese.") if f.slot == "diet"]

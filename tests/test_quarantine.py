@@ -167,11 +167,12 @@ async def test_poison_in_our_stored_replies_is_found_after_the_reply(tmp_path):
             history += [reply, user]
         handle = call.handle
         records = await QuarantineStore(hygiene.store()).all(handle)
-        assert len(records) == 3 and all(CLAIM in r.text for r in records)  # found after reply 3
+        assert len(records) == 1 and len(records[0].keys) == 3  # one claim, found after reply 3
+        assert all(CLAIM in o["text"] for o in records[0].occurrences) and CLAIM in records[0].text
         result = await hygiene.apply(history, session_id=session_id)
         assert CLAIM not in json.dumps(result.messages) and "Bring your ID." in json.dumps(result.messages)
         again = await QuarantineStore(hygiene.store()).all(handle)
-        assert sorted(r.id for r in again) == sorted(r.id for r in records)  # one record per sentence
+        assert sorted(r.id for r in again) == sorted(r.id for r in records)  # one record per claim
     finally:
         await hygiene.aclose()
         hygiene.connector.close()

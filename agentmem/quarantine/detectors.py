@@ -36,10 +36,12 @@ class Scope:
     settings: QuarantineSettings
     known: dict[RecordKey, QuarantineRecord] = field(default_factory=dict)
     judge: Judge | None = None  # after the reply, when the policy names a judge_model
+    grown: list[QuarantineRecord] = field(default_factory=list)  # existing records that gained
+    # occurrences: the caller saves them (they already exist, so ``add`` would not)
 
     def __post_init__(self) -> None:
         if not self.known:
-            self.known = {record.key: record for record in self.records}
+            self.known = {key: record for record in self.records for key in record.keys}
 
     @cached_property
     def row_of(self) -> dict[RecordKey, int]:
@@ -107,26 +109,45 @@ DETECTORS: tuple[Detector, ...] = (ClashDetector(), PoisonDetector())
 
 
 def poison_records(scope: Scope) -> list[QuarantineRecord]:
-    """New records for every occurrence of an unsupported recurring claim."""
+    """One record per unsupported recurring claim, holding every occurrence: new claims make
+    new records; a claim already recorded gains its new occurrences (``scope.grown``), unless
+    a person released or confirmed it."""
     statements, settings, known = scope.statements, scope.settings, scope.known
-    confirmed_rows = [scope.row_of[r.key] for r in scope.records
-                      if r.kind == "poison" and r.status == "confirmed" and r.key in scope.row_of]
+    confirmed_rows = [scope.row_of[key] for r in scope.records
+                      if r.kind == "poison" and r.status == "confirmed"
+                      for key in r.keys if key in scope.row_of]
     confirmed = statements.vectors[confirmed_rows] if confirmed_rows else None
     out = []
     since = max(0, int(statements.position.max(initial=0)) + 1 - settings.poison_window_turns)
     for finding in detect_poison(statements, settings, confirmed=confirmed, since_position=since):
-        for row in finding.rows:
-            key = scope.key_of(row)
-            if key in known:
-                continue
+        fresh = [row for row in finding.rows if scope.key_of(row) not in known]
+        if not fresh:
+            continue
+        existing = next((known[scope.key_of(row)] for row in finding.rows
+                         if scope.key_of(row) in known and known[scope.key_of(row)].kind == "poison"),
+                        None)
+        if existing is not None and existing.status != "active":
+            continue  # a person decided about this claim; its new occurrences follow that
+        occurrences = [{"turn_id": scope.key_of(row)[0], "span": list(statements.spans[row]),
+                        "position": int(statements.position[row]), "text": statements.texts[row]}
+                       for row in fresh]
+        if existing is not None:
+            existing.occurrences.extend(occurrences)
+            record = existing
+            if record not in scope.grown:
+                scope.grown.append(record)
+        else:
+            first, *rest = fresh
+            key = scope.key_of(first)
             record = QuarantineRecord(
                 kind="poison", detector="recurrence", turn_id=key[0],
-                position=int(statements.position[row]), span=statements.spans[row],
-                text=statements.texts[row], source=statements.sources[row],
+                position=int(statements.position[first]), span=statements.spans[first],
+                text=statements.texts[first], source=statements.sources[first],
                 score=round(finding.score, 4), reason=finding.reason, claim=finding.claim,
-                related=[{"position": p} for p in finding.positions])
-            known[key] = record
+                related=[{"position": p} for p in finding.positions], occurrences=occurrences[1:])
             out.append(record)
+        for row in fresh:
+            known[scope.key_of(row)] = record
     return out
 
 

@@ -33,6 +33,8 @@ class QuarantineRecord(BaseModel):
     reason: str
     related: list[dict[str, Any]] = Field(default_factory=list)  # the other side: turn_id, span, text
     claim: str | None = None  # poison: the canonical claim all its occurrences share
+    occurrences: list[dict[str, Any]] = Field(default_factory=list)  # poison: every further
+    # occurrence of the claim ({"turn_id", "span", "position", "text"}), withheld with it
     note: str | None = None  # keep_both: the clarification added next to the statement
     status: Status = "active"
     created_at: float = Field(default_factory=time.time)
@@ -46,6 +48,12 @@ class QuarantineRecord(BaseModel):
     @property
     def key(self) -> tuple[int, int, int]:
         return (self.turn_id, *self.span)
+
+    @property
+    def keys(self) -> list[tuple[int, int, int]]:
+        """Every sentence the record withholds: its own, then its further occurrences."""
+        return [self.key, *((int(o["turn_id"]), int(o["span"][0]), int(o["span"][1]))
+                            for o in self.occurrences)]
 
 
 class QuarantineStore:
@@ -73,6 +81,19 @@ class QuarantineStore:
         async with self.store.redis.pipeline(transaction=True) as pipe:
             for record in records:  # never overwrite: a released or confirmed record stays so
                 pipe.hsetnx(handle.keys.quarantine, record.id, record.model_dump_json())
+            if ttl:
+                pipe.expire(handle.keys.quarantine, ttl)
+            await pipe.execute()
+
+    @_wrap_errors
+    async def save(self, handle: SessionHandle, records: list[QuarantineRecord], *,
+                   ttl: int | None) -> None:
+        """Overwrite records (a claim group that gained occurrences)."""
+        if not records:
+            return
+        async with self.store.redis.pipeline(transaction=True) as pipe:
+            for record in records:
+                pipe.hset(handle.keys.quarantine, record.id, record.model_dump_json())
             if ttl:
                 pipe.expire(handle.keys.quarantine, ttl)
             await pipe.execute()

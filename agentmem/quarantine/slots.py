@@ -97,7 +97,8 @@ _Q_FUTURE = re.compile(r"\b(?:(?<!a )(?<!my )(?<!the )(?<!your )(?<!our )(?<!his
                        r"spring|summer|winter|season|semester)|tomorrow|soon|thinking (?:of|about)|"
                        r"considering|intend|intending|hope|aiming|moving to|move to|relocating|"
                        r"by the end of|eventually|in the future|later this)\b")
-_Q_PAST = re.compile(r"\b(?:used to|use to|when i was|back when|back then|back in (?:the )?(?:\d|day|high school|"
+_Q_PAST = re.compile(r"\b(?:used to|use to|when i was|back when|back then|back in (?:the )?(?:\d|day|"
+                     r"high school|"
                      r"college|school|uni)|growing up|as a (?:kid|"
                      r"child|teen|teenager)|years ago|in the past|previously|formerly|once upon|my old|"
                      r"my late|my ex|my former|before i|when we were|in my (?:twenties|teens|youth|"
@@ -113,7 +114,8 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _Q_OCCASION = re.compile(r"\b(?:this (?:week|weekend|time|morning|afternoon|evening|year|month|once|"
                          + "|".join(_WEEKDAYS) + r")|today|tonight|tomorrow|for once|just this once|except|"
                          r"this coming|on this occasion|right now|at the moment|for this one)\b")
-_Q_NEW = re.compile(r"\b(?:new|newly|just (?:got (?!home|back|off|in\b|up\b)|bought|adopted|started|moved|married|had|welcomed|became|"
+_Q_NEW = re.compile(r"\b(?:new|newly|just (?:got (?!home|back|off|in\b|up\b)|bought|adopted|started|moved|"
+                    r"married|had|welcomed|became|"
                     r"turned|found)|recently|finally got|since (?:last|yesterday)|got (?:married|engaged|"
                     r"divorced)|adopted|bought|started)\b")
 _Q_LIFETIME = re.compile(r"\b(?:never|not ever|my whole (?:life|career)|all my life|entire life|ever since|"
@@ -136,7 +138,8 @@ _UPDATE = re.compile(
     r"march|april|may|june|july|august|september|october|november|december))")
 _NOW = re.compile(r"\bnow\b")
 _NOW_IDIOMS = re.compile(r"\b(?:(?:book|do|go|start|buy|order|leave|call|stop|decide|apply|sign up|act|pay|"
-                         r"answer|reply|help|come|eat) now|now\?|right now|from now on|for now|just now|by now|"
+                         r"answer|reply|help|come|eat) now|now\?|right now|from now on|for now|just now|"
+                         r"by now|"
                          r"until now|now that|"
                          r"now and then|now or never|as of now|up to now|now,? (?:what|how|which|where|can|"
                          r"could|should|do|does|is|are))\b")
@@ -285,7 +288,8 @@ _PETS = {
     "husky": "dog", "german shepherd": "dog", "german shepard": "dog", "terrier": "dog", "dachshund": "dog",
     "bulldog": "dog", "corgi": "dog", "labradoodle": "dog", "shih tzu": "dog", "rottweiler": "dog",
     "doberman": "dog", "collie": "dog", "border collie": "dog", "great dane": "dog", "pug": "dog",
-    "yorkie": "dog", "mutt": "dog", "greyhound": "dog", "boxer": "dog", "siamese": "cat", "persian cat": "cat",
+    "yorkie": "dog", "mutt": "dog", "greyhound": "dog", "boxer": "dog", "siamese": "cat",
+    "persian cat": "cat",
     "maine coon": "cat", "tabby": "cat",
 }
 _PET_RE = r"(" + "|".join(sorted(map(re.escape, _PETS), key=len, reverse=True)) + r")"
@@ -620,7 +624,8 @@ def _names_before(ctx: _Ctx) -> list[Fact]:
                          + r"\b|\b(?:one|only one|a single|just one) (?:dog|cat|pet)\b", ctx.text)
         extra = ("only",) if only else ("all",) if count and count == len(names) and count > 1 else ()
         if names:
-            out.append(ctx.fact("name:" + _base_relation(relation), ",".join(names), match.end(), extra=extra))
+            out.append(ctx.fact("name:" + _base_relation(relation), ",".join(names), match.end(),
+                                extra=extra))
     return out
 
 
@@ -889,7 +894,8 @@ def _marital(ctx: _Ctx) -> list[Fact]:
         else:
             spouse = re.search(r"\b(wife|husband)\b", match.group())
             if spouse:
-                out.append(ctx.fact("spouse", spouse.group(1), match.end(), extra=("possessive",), strength=0.9))
+                out.append(ctx.fact("spouse", spouse.group(1), match.end(), extra=("possessive",),
+                                    strength=0.9))
             out.append(ctx.fact("marital", "married", match.end(), strength=0.9,
                                 extra=("possessive", "new") if modifier == "new" else ("possessive",)))
     return out
@@ -1071,7 +1077,8 @@ def _possession_pair(old: Fact, new: Fact) -> tuple[str, str, float] | None:
 # --------------------------------------------------------------------------- extractors: food, drink, habits
 
 _DIET_IS = re.compile(
-    r"\b(?:i am|i were|i have been|i have become|i became|we are|i went|i have gone|i have always been|i remain|"
+    r"\b(?:i am|i were|i have been|i have become|i became|we are|i went|i have gone|i have always been|"
+    r"i remain|"
     r"i stay|we have been|i have been a|i am still)(?: an?)?(?: (?:strict|strictly|lifelong|full[- ]time|"
     r"committed|proud|ethical|total|complete|100%|pretty strict|very strict|practicing|observant|devout|"
     r"also))? (vegetarian|vegan|pescatarian|pescetarian|veggie|plant[- ]based|halal|"
@@ -1197,7 +1204,8 @@ _TEETOTAL = re.compile(r"\bi am (?:a |an )?(?:completely |totally |strictly )?(t
                        r"non-smoker|nonsmoker|non smoker)\b|\bi have never (?:had a drink|had a sip|"
                        r"touched alcohol|touched a drop|been drunk)\b|(?:^|, )(?:a )?(non-?smoker|nonsmoker|"
                        r"teetotal|sober)(?=,|$| and\b)")
-_DRINKER = re.compile(r"\bi (?:used to |still )?(drink|smoke)(?= (?:with|socially|occasionally|a lot|every|on|at|when|too|"
+_DRINKER = re.compile(r"\bi (?:used to |still )?(drink|smoke)(?= (?:with|socially|occasionally|a lot|every|"
+                      r"on|at|when|too|"
                       r"sometimes|regularly|heavily|daily|a pack|like a|quite a bit|a bit|more|less)\b|"
                       r"\s*[,.!;]|$)|\bi am a (?:heavy |social |chain |big |casual |light |"
                       r"regular )?(drinker|smoker)\b|\bi (?:got|was|am) (?:so |really |pretty |"
@@ -1323,8 +1331,10 @@ _WORKING = re.compile(r"\b(?:got (?:home|back|off) from work|(?:i am|i was) (?:a
 _SCHOOL = re.compile(r"\bi am (?:still |currently |now )?(?:in|at) (high school|middle school|college|"
                      r"university|uni|grad school|law school|med school|medical school|junior high|"
                      r"elementary school)\b|\bi am an? (high school|college|university|grad|"
-                     r"graduate) (?:student|senior|junior|freshman|sophomore)\b|\bi am (?:currently |still )?an? "
-                     r"(?:senior|junior|freshman|sophomore|student) (?:in|at) (high school|college|university)\b")
+                     r"graduate) (?:student|senior|junior|freshman|sophomore)\b|\bi am (?:currently |still )?"
+                     r"an? "
+                     r"(?:senior|junior|freshman|sophomore|student) (?:in|at) (high school|college|"
+                     r"university)\b")
 _SCHOOL_LEVEL = {"high school": "school", "middle school": "school", "junior high": "school",
                  "elementary school": "school", "college": "college", "university": "college",
                  "uni": "college",
@@ -1907,7 +1917,8 @@ _STATE_FAMILIES = frozenset({"age", "residence", "origin", "visited", "kids", "s
                              "marital", "pet", "has", "job", "school", "speaks", "speaks_only",
                              "native_language", "nationality", "name", "diet", "avoids", "fav"})
 _EXISTENCE_FAMILIES = frozenset({"kids", "siblings", "brothers", "sisters", "pet", "has", "marital", "job"})
-_SIDE_JOB = re.compile(r"\b(?:volunteer|part[- ]time|on weekends|side (?:job|gig|hustle)|moonlight\w*|also|too|"
+_SIDE_JOB = re.compile(r"\b(?:volunteer|part[- ]time|on weekends|side (?:job|gig|hustle)|moonlight\w*|"
+                       r"also|too|"
                        r"as well|freelance|in summers?|on the side)\b")
 _PERMANENT_FAMILIES = frozenset({"origin", "alma_mater", "handedness"})
 _GENERIC_JOBS = frozenset({"student", "homemaker", "business", "working", "retired", "none", "childcare"})
@@ -2335,6 +2346,7 @@ _SAME_SLOT = {
     "party_size": _value_pair("value", 0.8), "ago": _ratio_pair(2.5, 0.8), "lasting": _ratio_pair(3.0, 0.8),
     "term": _value_pair("value", 0.8), "income": _ratio_pair(1.15, 0.8), "area": _ratio_pair(1.2, 0.75),
     "size": _size_pair, "handedness": _value_pair("profile", 0.9), "housing": _value_pair("profile", 0.8),
-    "employer": _org_pair, "alma_mater": _org_pair, "spouse": _value_pair("profile", 0.8), "carbs": _value_pair("profile", 0.85),
+    "employer": _org_pair, "alma_mater": _org_pair, "spouse": _value_pair("profile", 0.8),
+    "carbs": _value_pair("profile", 0.85),
     "budget": _same_budget, "fav": _favourite_pair,
 }

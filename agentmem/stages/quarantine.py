@@ -68,8 +68,9 @@ class QuarantineStage(Stage):
             fresh += await PoisonDetector().detect(scope)
         if settings.clash:
             fresh += await self._newest_user_clash(scope, history, context)
-        if fresh and qstore and context.session:
+        if qstore and context.session:
             await qstore.add(context.session, fresh, ttl=context.policy.ttl_seconds)
+            await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds)
         self._withhold(draft, context, [*records, *fresh], turn_ids, statements)
 
     async def after_reply(self, context: StageContext, turns: list[TurnRecord]) -> None:
@@ -96,6 +97,7 @@ class QuarantineStage(Stage):
         scope = Scope(statements, new_rows, await context.turn_ids(len(history)), records, settings,
                       judge=judge)
         await qstore.add(context.session, await run_detectors(scope), ttl=context.policy.ttl_seconds)
+        await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds)
 
     @staticmethod
     async def _newest_user_clash(scope: Scope, history: list[dict[str, Any]],
@@ -135,15 +137,18 @@ class QuarantineStage(Stage):
         spans_by_position: dict[int, list[tuple[tuple[int, int], QuarantineRecord]]] = {}
         notes: dict[int, list[QuarantineRecord]] = {}
         for record in records:
-            position = position_of.get(record.turn_id)
-            if record.status != "active" or position is None:
+            if record.status != "active":
                 continue
             if record.note is not None:  # keep_both: nothing is withheld, the note is added
-                notes.setdefault(position, []).append(record)
+                if record.turn_id in position_of:
+                    notes.setdefault(position_of[record.turn_id], []).append(record)
                 continue
-            if position == last_user or history[position].get("role") in {"system", "developer"}:
-                continue  # the validator keeps these verbatim; the record still shows in the API
-            spans_by_position.setdefault(position, []).append((record.span, record))
+            for turn_id, start, end in record.keys:
+                position = position_of.get(turn_id)
+                if position is None or position == last_user \
+                        or history[position].get("role") in {"system", "developer"}:
+                    continue  # the validator keeps these verbatim; the record still shows in the API
+                spans_by_position.setdefault(position, []).append(((start, end), record))
         excluded = context.channels.excluded_spans
         replacements, dropped = {}, set()
         current = {m.index: m for m in draft.messages}
@@ -165,7 +170,8 @@ class QuarantineStage(Stage):
             if not kept and not in_unit:
                 dropped.add(position)
             elif isinstance(message.get("content"), str):
-                replacements[position] = {**current[position].message, "content": " ".join(kept)}
+                content = " ".join(kept) if kept else _placeholder([r for _, r in entries])
+                replacements[position] = {**current[position].message, "content": content}
         for position, entries in sorted(notes.items()):
             message = replacements.get(position) or (current[position].message if position in current else None)
             if message is None or position == last_user or not isinstance(message.get("content"), str):
@@ -176,6 +182,14 @@ class QuarantineStage(Stage):
                 reason=r.reason, detail={"record": r.id, "note": r.note}) for r in entries)
         draft.drop_indices(dropped)
         draft.replace_messages(replacements)
+
+
+def _placeholder(records: list[QuarantineRecord]) -> str:
+    """What a tool result (or a tool-calling message) says when all of it was withheld: the
+    message must stay (its call needs an answer), and the model should know why it is empty."""
+    ids = ", ".join(sorted({r.id for r in records}))
+    kinds = " and ".join(sorted({r.kind for r in records}))
+    return f"[agentmem withheld this content ({kinds}; quarantine record {ids})]"
 
 
 def _unreviewed_claims(statements: Statements, stored_positions: int) -> bool:
