@@ -163,8 +163,10 @@ def _holding(statements: Statements, rows: list[int], evidence: str) -> int:
 
 
 def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any) -> list[tuple[int, int]]:
-    """Step 2's pairs: (older, newer), same source, similar enough, most similar first; pairs a
-    rule guard already explained are left out."""
+    """Step 2's pairs: (older, newer), same source, similar enough, sharing a content word
+    (``nli_shared_terms``: "I hate cilantro" and "I love parsley" are about different things,
+    which a small NLI model does not see), most similar first; pairs a rule guard already
+    explained are left out."""
     pairs = []
     for row in new_rows:
         text = statements.texts[row]
@@ -176,7 +178,9 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any) 
             continue
         cosine = statements.vectors[earlier] @ statements.vectors[row]
         ranked = np.argsort(-cosine)[: settings.clash_candidates]
+        words = set(statements.words[row])
         pairs += [(earlier[i], row) for i in ranked if cosine[i] >= settings.clash_similarity
+                  and len(words.intersection(statements.words[earlier[i]])) >= settings.nli_shared_terms
                   and not _silent(statements.texts[earlier[i]], text)]
     return pairs
 
