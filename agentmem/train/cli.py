@@ -50,17 +50,34 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
         swap_fraction: float = typer.Option(0.5, help="Share of pairs also trained premise/hypothesis "
                                             "swapped (contradiction is symmetric)."),
         dnli_max: Optional[int] = typer.Option(None, help="Cap on DNLI pairs (random sample)."),
+        synthetic: int = typer.Option(0, help="Add N generated chat clash pairs (agentmem.train."
+                                      "nli_synth: half contradictions, half hard negatives)."),
+        init: Optional[str] = typer.Option(None, help="Warm-start from this NLI checkpoint folder "
+                                           "(e.g. the shipped one) instead of a new head on --base."),
+        work: Optional[Path] = typer.Option(None, help="Folder for resumable training state "
+                                            "(state.pt, written every --save-every steps)."),
+        save_every: int = typer.Option(200, help="Steps between saves of the training state."),
+        resume: bool = typer.Option(False, help="Continue from --work/state.pt (same settings)."),
+        notes: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
+                                             help="Markdown file added to the card's Notes."),
         threads: Optional[int] = typer.Option(None, help="CPU threads (default: 2, or fewer cores)."),
         limit: Optional[int] = typer.Option(None, help="Use only the first N pairs (smoke runs)."),
         base: Optional[str] = typer.Option(None, help="Backbone folder (default: MiniLM from PyPI).")):
-    """Train the 3-way NLI cross-encoder on MiniLM (DNLI, ProSeCCo, MultiNLI sample, SNLI dev)."""
+    """Train the 3-way NLI cross-encoder on MiniLM (DNLI, ProSeCCo, MultiNLI sample, SNLI dev,
+    optional synthetic chat pairs); resumable with --work/--resume."""
+    import json
+
     from agentmem.train.nli import train_nli
     from agentmem.train.nli_card import write_nli_card
 
+    command = "agentmem train nli " + " ".join(shlex.quote(a) for a in sys.argv[3:])
     card = train_nli(out, data_dir=data, base=base, epochs=epochs, batch_size=batch_size, lr=lr,
                      max_length=max_length, seed=seed, swap_fraction=swap_fraction,
-                     dnli_max=dnli_max, threads=threads, limit=limit)
-    command = "agentmem train nli " + " ".join(shlex.quote(a) for a in sys.argv[3:])
-    write_nli_card(out, card, command.strip())
+                     dnli_max=dnli_max, threads=threads, limit=limit, synthetic=synthetic,
+                     init=init, work=work, save_every=save_every, resume=resume,
+                     log=lambda line: typer.echo(line))
+    card["command"] = command.strip()
+    (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")
+    write_nli_card(out, card, command.strip(), notes.read_text() if notes else "")
     summary = ", ".join(f"{name} acc {m['accuracy']:.3f}" for name, m in card["metrics"].items())
     typer.echo(f"wrote {out} ({summary})")

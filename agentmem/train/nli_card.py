@@ -16,6 +16,17 @@ _LICENSES = {
             "(Williams et al. 2018), OANC / CC BY(-SA) 3.0",
     "snli": "SNLI 1.0 dev subset `snli/snli_1.0_dev.jsonl` (Bowman et al. 2015), CC BY-SA 4.0",
 }
+_SYNTHETIC = {
+    "synth": "Synthetic chat pairs from `agentmem/train/nli_synth.py` (templates and lexicons "
+             "written for agentmem, Apache-2.0 like the package): value swaps, negations, antonyms, "
+             "existence flips and profile facts as contradictions; announced updates, other "
+             "people, hypotheticals, time-qualified, restatements, elaborations, questions and "
+             "unrelated facts as hard negatives (restatements entailment, the rest not contradiction)",
+    "synth-perturbed": "Perturbed shippable sentences (`nli_synth.py`): DNLI `data.csv` hypotheses "
+                       "(MIT) and SNLI dev `sentence2` (CC BY-SA 4.0) with an auxiliary negated "
+                       "(contradiction) or the flipped sentence attributed to someone else, the "
+                       "past, a question or a hypothetical (not contradiction)",
+}
 
 
 def _data_lines(counts: dict[str, dict[str, int]]) -> str:
@@ -26,6 +37,11 @@ def _data_lines(counts: dict[str, dict[str, int]]) -> str:
         fmt = lambda c: ", ".join(f"{k} {v}" for k, v in c.items()) or "none"  # noqa: E731
         lines.append(f"  - {text}: {sum(own.values())} pairs ({fmt(own)}); "
                      f"swapped copies {sum(swap.values())} ({fmt(swap)})")
+    fmt = lambda c: ", ".join(f"{k} {v}" for k, v in c.items()) or "none"  # noqa: E731
+    for source, text in _SYNTHETIC.items():
+        if counts.get(source):
+            lines.append(f"  - {text}: {sum(counts[source].values())} pairs ({fmt(counts[source])}); "
+                         "not swapped")
     return "\n".join(lines)
 
 
@@ -38,6 +54,28 @@ def _metric_rows(metrics: dict[str, dict[str, float]]) -> str:
     return "\n".join(rows)
 
 
+def _init_line(card: dict[str, Any]) -> str:
+    if card.get("init"):
+        return (f"the NLI checkpoint `{card['init']}` (warm start: its weights and head, "
+                "trained further on the data below)")
+    return "the base encoder with a new 3-way classification head"
+
+
+def _resume_line(card: dict[str, Any]) -> str:
+    if card.get("resumed_at_step"):
+        return (f" The run was resumed from its saved state at step {card['resumed_at_step']} of "
+                f"{card['steps']}; times add up the parts.")
+    return ""
+
+
+def _synth_metric_note(card: dict[str, Any]) -> str:
+    if not any(name.startswith("synthetic") for name in card["metrics"]):
+        return ""
+    return (" `synthetic_chat (binary)` is generated with another seed from the same templates:"
+            " it checks that the synthetic task was learnt, not that it generalises (contradiction"
+            " vs not, argmax).")
+
+
 def write_nli_card(folder: Path, card: dict[str, Any], command: str, notes: str = "") -> None:
     """Write ``folder/MODEL_CARD.md`` from the dict ``train_nli`` returned (+ free-text notes)."""
     size_mb = sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) / 1e6
@@ -46,12 +84,13 @@ def write_nli_card(folder: Path, card: dict[str, Any], command: str, notes: str 
     text = f"""# agentmem NLI cross-encoder ({folder.name})
 
 A 3-way natural-language-inference classifier (contradiction / entailment / neutral) on
-{card['base']} with a new classification head, trained by agentmem. `config.id2label`:
+{card['base']} with a classification head{' (warm-started from an earlier agentmem checkpoint)' if card.get('init') else ''}, trained by agentmem. `config.id2label`:
 0 contradiction, 1 entailment, 2 neutral. Load with `agentmem.models.nli.NLIModel.load()`.
 
 - Command: `{command}`
 - Seed: {card['seed']}; device: {card['device']} (torch threads: {card['torch_threads']});
-  training time {card['train_time_s']} s, wall time with saving and evaluation {card['wall_time_s']} s
+  training time {card['train_time_s']} s, wall time with saving and evaluation {card['wall_time_s']} s.{_resume_line(card)}
+- Initialised from: {_init_line(card)}
 - Training: {card['examples']} pairs, {card['epochs']} epochs, batch {card['batch_size']} (grouped by
   length), AdamW lr {card['lr']} with linear warmup (10%) and decay, weight decay 0.01, max length
   {card['max_length']} (longest-first truncation).
@@ -72,8 +111,8 @@ A 3-way natural-language-inference classifier (contradiction / entailment / neut
 
 DNLI `test_3_data.csv` (3 previous turns as context) and the SNLI 1.0 test subset are held
 out: nothing from them is trained on, and no threshold or setting was tuned on the ANLI
-numbers. ANLI R1 dev (CC BY-NC 4.0) is evaluation only: it never enters training. Chance on
-all three is about 0.33.
+numbers.{_synth_metric_note(card)} ANLI R1 dev (CC BY-NC 4.0) is evaluation only: it never enters training. Chance on
+the three 3-way sets is about 0.33.
 
 ## Intended use
 

@@ -95,11 +95,14 @@ def swapped(examples: list[Example]) -> list[Example]:
 
 
 def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float = 0.5,
-                       dnli_max: int | None = None, limit: int | None = None) -> list[Example]:
+                       dnli_max: int | None = None, limit: int | None = None,
+                       synthetic: int = 0) -> list[Example]:
     """Shippable training pairs, plus a swapped copy of ``swap_fraction`` of them, shuffled.
 
     ``dnli_max`` caps the DNLI pairs (random sample): they are most of the data and the longest,
-    so the cap is what fits a training run into a CPU budget.
+    so the cap is what fits a training run into a CPU budget. ``synthetic`` adds that many
+    generated chat pairs (``nli_synth``, seeded with ``seed``); they are not swapped, because
+    their negatives include announced updates, which are only consistent in one order.
     """
     nli = data_dir / "nli"
     rng = random.Random(seed)
@@ -112,16 +115,33 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
             + read_snli(nli / "snli" / "snli_1.0_dev.jsonl"))
     extra = swapped(rng.sample(base, int(len(base) * swap_fraction)))
     examples = base + extra
+    if synthetic:
+        from agentmem.train.nli_synth import synthetic_examples
+
+        examples += synthetic_examples(synthetic, seed=seed, data_dir=data_dir)
     rng.shuffle(examples)
     return examples[:limit]
 
 
-def held_out_sets(data_dir: Path) -> dict[str, list[Example]]:
-    """The sets metrics are reported on; none of them is trained on."""
+SYNTHETIC_HELD_OUT_SEED = 9001
+
+
+def held_out_sets(data_dir: Path, synthetic: int = 0) -> dict[str, list[Example]]:
+    """The sets metrics are reported on; none of them is trained on.
+
+    ``synthetic`` adds that many generated chat pairs from a seed no training run uses (same
+    templates, other draws, so it checks fit to the synthetic task rather than generalisation).
+    """
     nli = data_dir / "nli"
-    return {"dnli_test_3": read_dnli(nli / "dnli" / "test_3_data.csv", "dnli_test_3"),
+    sets = {"dnli_test_3": read_dnli(nli / "dnli" / "test_3_data.csv", "dnli_test_3"),
             "snli_test": read_snli(nli / "snli" / "snli_1.0_test.jsonl", "snli_test"),
             "anli_r1_dev (eval only)": read_anli(nli / "anli" / "R1" / "dev.jsonl")}
+    if synthetic:
+        from agentmem.train.nli_synth import synthetic_examples
+
+        sets["synthetic_chat (binary)"] = synthetic_examples(
+            synthetic, seed=SYNTHETIC_HELD_OUT_SEED, data_dir=data_dir)
+    return sets
 
 
 def describe(examples: list[Example]) -> dict[str, dict[str, int]]:
