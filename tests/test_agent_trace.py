@@ -1,4 +1,5 @@
-"""A 50-turn agent trace with parallel tool calls round-trips under the default policy."""
+"""A 50-turn agent trace with parallel tool calls round-trips under the default policy: what
+arrives is what was sent, except sentences a quarantine decision of that call names."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ TOOLS = [
     {"type": "function", "function": {
         "name": name, "description": f"{name} tool",
         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
-    for name in ("search_docs", "read_file", "run_tests", "get_ticket")
+    for name in ("lookup_docs", "read_file", "run_tests", "get_ticket")
 ]
 
 
@@ -24,7 +25,7 @@ def test_fifty_turn_agent_trace(client, http, received, session_id):
     while len(messages) < 50:
         step += 1
         if messages[-1]["role"] == "user" or step % 3 == 0:
-            directive = (f'[[tool:search_docs {{"q": "error {step}"}}]] '
+            directive = (f'[[tool:lookup_docs {{"q": "error {step}"}}]] '
                          f'[[tool:read_file {{"q": "src/{step}.py"}}]]'
                          if step % 2 else f'[[tool:run_tests {{"q": "suite {step}"}}]]')
             messages.append({"role": "user", "content": f"Step {step}: investigate. {directive}"})
@@ -40,12 +41,21 @@ def test_fifty_turn_agent_trace(client, http, received, session_id):
     units = tool_call_units(messages)
     assert sum(len(u) >= 3 for u in units) >= 5  # parallel calls: an assistant plus 2 replies
 
-    # What reached the provider is, request by request, what the client sent, and valid.
+    # What reached the provider is, request by request, what the client sent (bar the text a
+    # quarantine decision of that call withheld, each one on record), and valid.
     upstream_requests = received.requests()
     assert len(upstream_requests) == len(sent_requests)
-    for sent, arrived in zip(sent_requests, upstream_requests):
+    call_reports = http.get(f"/v1/sessions/{session_id}/reports", params={"limit": 1000}).json()["data"]
+    for sent, arrived, report in zip(sent_requests, upstream_requests, call_reports):
         check_conversation(arrived["messages"])
-        assert arrived["messages"] == sent
+        withheld = {d["message_index"] for stage in report["stages"] for d in stage["decisions"]
+                    if d["action"] == "quarantine"}
+        assert len(arrived["messages"]) == len(sent)
+        for index, (got, want) in enumerate(zip(arrived["messages"], sent)):
+            if index in withheld:
+                assert {**got, "content": None} == {**want, "content": None}
+            else:
+                assert got == want
         validate_outgoing(sent, Draft.of(arrived["messages"], arrived.get("tools")))
         assert [t["function"]["name"] for t in arrived["tools"]] == [t["function"]["name"] for t in TOOLS]
 

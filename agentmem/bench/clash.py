@@ -44,8 +44,13 @@ async def _outcomes(records: list[Any], settings: Any) -> list[Outcome]:
     from agentmem.ingest import chain_hashes
     from agentmem.models.embedder import default_embedder
     from agentmem.policy import policy_from_dict
-    from agentmem.quarantine.clash import (clash_sources, load_nli, nli_candidates, rule_clashes,
-                                           turn_rule_clashes)
+    from agentmem.quarantine.clash import (
+        clash_sources,
+        load_nli,
+        nli_candidates,
+        rule_clashes,
+        turn_rule_clashes,
+    )
     from agentmem.quarantine.statements import statements_of
     from agentmem.report import Report, StageRun
     from agentmem.stages.base import StageContext

@@ -47,7 +47,8 @@ async def _run(records, policy) -> dict[str, Any]:
             if result is None:
                 continue
             quarantined = await QuarantineStore(hygiene.store()).all(SessionHandle(hygiene.tenant, session))
-            flagged = {r.position for r in quarantined if r.status == "active"}
+            flagged = {p for r in quarantined if r.status == "active"  # a poison record holds every
+                       for p in (r.position, *(int(o["position"]) for o in r.occurrences))}  # occurrence
             outgoing = dict(zip(result.kept_indices, result.messages))
             for claim in record.claims:
                 if claim.status not in totals:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from agentmem.models.runtime import run_inference
 from agentmem.quarantine.clash import (Clash, all_rule_clashes, clash_sources, load_nli, nli_candidates,
@@ -36,6 +37,7 @@ class Scope:
     settings: QuarantineSettings
     known: dict[RecordKey, QuarantineRecord] = field(default_factory=dict)
     judge: Judge | None = None  # after the reply, when the policy names a judge_model
+    encode: Callable[[list[str]], Any] | None = None  # the engine's embedder (clause vectors)
     grown: list[QuarantineRecord] = field(default_factory=list)  # existing records that gained
     # occurrences: the caller saves them (they already exist, so ``add`` would not)
 
@@ -70,7 +72,7 @@ class PoisonDetector:
         return settings.poison
 
     async def detect(self, scope: Scope) -> list[QuarantineRecord]:
-        return poison_records(scope)
+        return await run_inference(poison_records, scope)
 
 
 class ClashDetector:
@@ -119,7 +121,8 @@ def poison_records(scope: Scope) -> list[QuarantineRecord]:
     confirmed = statements.vectors[confirmed_rows] if confirmed_rows else None
     out = []
     since = max(0, int(statements.position.max(initial=0)) + 1 - settings.poison_window_turns)
-    for finding in detect_poison(statements, settings, confirmed=confirmed, since_position=since):
+    for finding in detect_poison(statements, settings, confirmed=confirmed, since_position=since,
+                                 encode=scope.encode):
         fresh = [row for row in finding.rows if scope.key_of(row) not in known]
         if not fresh:
             continue

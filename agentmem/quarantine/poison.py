@@ -3,41 +3,53 @@ authority ever supported.
 
 An unsupported claim made once is a hallucination; made again and again, it feeds on itself,
 because each repetition in the context makes the next one likelier. Detection works on
-CLAUSES, not sentences: a long assistant sentence bundles several claims ("your order
-shipped on May 3 with DHL, and it will arrive by Friday"), of which one may be backed by a
-tool and the other invented. So:
+CLAUSES: a long assistant sentence bundles several claims ("your order shipped on May 3 with
+DHL, and it will arrive by Friday"), of which one may come from a tool and the other be
+invented. What is withheld is still a whole sentence (a corpus row); clauses decide which.
 
-1. Every claim sentence (assistant, untrusted tool, third-party text relayed by a trusted
-   tool) is cut into clauses at punctuation and connectives; JSON from an untrusted tool
-   falls apart into its string values the same way.
-2. Each clause is checked for support on its own. A trusted source supports it when one of
-   its statements states the same details: the clause's content words (normalised: plural
-   and tense folded, month names and number words as numbers, ``NJ482`` as ``nj 482``)
-   occur together in one authority unit (a trusted tool's whole result, or a sentence and
-   its neighbour from the user or the system prompt), or the clause reads like one of its
-   sentences (cosine above ``support_similarity``). Co-occurrence matters: "the pass covers
-   the Nozomi" is not supported by a user who mentions a pass and a timetable listing a
-   Nozomi. The user supports only what they said before the claim first appeared: a user
-   echoing the assistant confirms nothing.
-3. Unsupported clauses are grouped across turns: same meaning (cosine above
-   ``recurrence_similarity``), or related meaning plus a shared specific word (a name, a
-   number, a term few turns use), or several shared specific words (paraphrases share their
-   details more reliably than their wording).
-4. A group is poison when it spans ``min_occurrences`` turns and some specific detail
-   recurs in it. What is withheld is every sentence holding one of its clauses.
+1. Claims. Every sentence of the assistant, of an untrusted tool, or of third-party text a
+   trusted tool relays is cut into clauses at punctuation and connectives (JSON falls apart
+   into its string values). A clause keeps its *details*: content words folded to a stem,
+   numbers as values ("1,940", "$1.28M"), dates and times as tokens whatever their spelling
+   ("March 2" = "2024-03-02", "3 pm" = "15:00"), generic conversation words dropped.
+2. Support, per clause. An authority unit (a trusted tool's whole result; a user or
+   system-prompt sentence with its neighbour) supports a clause when it states most of its
+   details *together* (strong), or states every number, date and name and half of the rest,
+   or answers a tool call that asked about the rest (weak). A clause that reads like an
+   authority sentence (cosine above ``support_similarity``) and repeats its values is
+   supported too. "The pass covers the Nozomi" is not supported by a user who mentions a
+   pass and a timetable that lists a Nozomi. The user supports only what they said before
+   the claim first appeared: an echo confirms nothing.
+3. Candidate groups. Clauses without strong support are joined across turns by meaning
+   (cosine above ``recurrence_similarity``), by related meaning and a shared specific word,
+   or by two shared specific words.
+4. Claims that recur. Within a group, a clause's *gap* is what the authority unit closest
+   to it does not state; gap words in two turns are the claim's anchors. Members chain when
+   they share an anchor and a related meaning, or say the same thing in other words (with the
+   same amounts). A chain over ``min_occurrences`` turns, made at least twice without even
+   weak support, is poison. A mostly supported clause joins it only through a detail the
+   chain states most times, never when it gives other, supported amounts; clauses elsewhere
+   that repeat the chain's novel details (said by no authority) join it too.
 
-Cost: clause splitting and term sets are string work; clauses that differ from their
-sentence are embedded once (cached by text, so an incremental session embeds each new
-clause once), grouping is one clause-by-clause matrix over the window.
+Cost: term sets, clause splits and clause vectors are cached by text (a clause is embedded
+once per process; a clause that is its whole sentence reuses the stored sentence vector);
+support uses an index from details to authority units; grouping is one clause-by-clause
+similarity matrix over the window. On a 500-message session (window 200 turns) one
+detection takes ~0.15 s on a busy 2-core box, about 3x the sentence-level detector it
+replaced, plus embedding the new turns' clauses (~1-3 per assistant sentence that splits).
 """
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
 import threading
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -64,9 +76,9 @@ _MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", 
                 "september", "october", "november", "december")
 _MONTHS = {name: str(number) for number, name in enumerate(_MONTH_NAMES, start=1) if name != "may"}
 _NUMBER_WORDS = {word: str(number) for number, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+    "zero _ two three four five six seven eight nine ten eleven twelve".split())}
 _NUMBER_WORDS.update({"twenty": "20", "thirty": "30", "forty": "40", "fifty": "50",
-                      "sixty": "60", "hundred": "100", "twice": "2", "half": "50"})
+                      "sixty": "60", "hundred": "100", "twice": "2", "half": "50", "halv": "50"})
 
 # Words that say nothing about which claim a clause makes: conversation glue, hedges,
 # evaluations. They neither count as a claim's details nor need support.
@@ -78,10 +90,11 @@ however idea instead just keep kind know let like likely look lot make maybe mea
 might mind much must need never nice note nothing now often ok okay perhaps please pretty
 probably quick quite rather real really right say see seem sense should show simply since so
 something soon sorry still straight sure take tell thank thanks thing think though today
-told too totally true try typical within may typically usual usually want way well whatever will would
-yes yet sound absolutely course perfect wonderful awesome fair understand hi hello hey able
+told too totally true try typical within may typically usual usually want way well whatever
+will would yes yet sound absolutely course perfect wonderful awesome fair understand hi hello hey able
 case recommend suggest worry problem don doesn didn isn aren wasn weren won can couldn
-wouldn shouldn haven hasn hadn us
+wouldn shouldn haven hasn hadn us due end ending one ones found remember recap summary
+draft correct choice enjoy welcome interesting basically honestly heads plus news
 """.split())
 
 _SPLIT_ALNUM = re.compile(r"[a-z]+|\d+")
@@ -89,11 +102,16 @@ _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|
           r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
 _TEMPORAL = re.compile(
     r"(?P<iso>(?<!\d)(?P<iy>\d{4})-(?P<im>\d{1,2})-(?P<id>\d{1,2})(?!\d))"
+    r"|(?P<ym>(?<![\d-])(?P<yy>(?:19|20)\d{2})-(?P<ym_m>0?[1-9]|1[0-2])(?![\d-]))"
     rf"|(?P<md>\b(?P<mdm>{_MONTH})\.?\s+(?P<mdd>\d{{1,2}})(?:st|nd|rd|th)?\b(?![:.]\d))"
     rf"|(?P<dm>\b(?P<dmd>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<dmm>{_MONTH})\b)"
     r"|(?P<hm>(?<![\d.:])(?P<h>\d{1,2}):(?P<m>\d{2})(?!\d)(?:\s*(?P<ap>[ap])\.?m\b\.?)?)"
-    r"|(?P<hap>(?<![\d.:])(?P<h2>\d{1,2})\s*(?P<ap2>[ap])\.?m\b\.?)",
+    r"|(?P<hap>(?<![\d.:])(?P<h2>\d{1,2})\s*(?P<ap2>[ap])\.?m\b\.?)"
+    r"|(?P<ord>(?<![\w.])(?P<day>[12]?\d|3[01])(?:st|nd|rd|th)\b)",
     re.IGNORECASE)
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY_ABBREVIATION = re.compile(r"\b(Mon|Tues?|Weds?|Thu(?:rs?)?|Fri|Sat|Sun)\b\.?")
+_WEEKDAY_OF = {name[:3]: name for name in _WEEKDAYS}
 
 
 def _month(name: str) -> str:
@@ -118,27 +136,75 @@ def _temporal(text: str) -> tuple[str, set[str]]:
     def replace(match: re.Match) -> str:
         g = match.groupdict()
         if g["iso"]:
-            tokens.update({f"d{int(g['im'])}-{int(g['id'])}", str(int(g["iy"]))})
+            tokens.update({f"d{int(g['im'])}-{int(g['id'])}", number_token(float(g["iy"]))})
+            try:  # the weekday of the date ("Saturday 8 February" for 2025-02-08)
+                day = datetime.date(int(g["iy"]), int(g["im"]), int(g["id"])).weekday()
+                tokens.add(f"@{int(g['im'])}-{int(g['id'])}={_normalise(_WEEKDAYS[day])}")
+            except ValueError:
+                pass
+        elif g["ym"]:
+            tokens.update({f"m{int(g['ym_m'])}", number_token(float(g["yy"]))})
         elif g["md"]:
             tokens.add(f"d{_month(g['mdm'])}-{int(g['mdd'])}")
         elif g["dm"]:
             tokens.add(f"d{_month(g['dmm'])}-{int(g['dmd'])}")
         elif g["hm"]:
             tokens.add(f"t{_hour(g['h'], g['ap'])}:{g['m']}")
-        else:
+        elif g["hap"]:
             tokens.add(f"t{_hour(g['h2'], g['ap2'])}:00")
+        else:
+            tokens.add(f"dd{int(g['day'])}")  # "the 12th": a day of some month
         return " "
 
+    text = _WEEKDAY_ABBREVIATION.sub(lambda m: _WEEKDAY_OF[m.group(1)[:3].lower()], text)
     return _TEMPORAL.sub(replace, text), tokens
+
+
+_NUMBER = re.compile(
+    r"(?<![\w.,])[$€£]?(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
+    r"(?:\s*(?P<unit>%|percent|[kK]|[mM]|million|bn|billion)(?![a-zA-Z]))?(?!\w|[.,]\d)")
+_SCALE = {"k": 1e3, "m": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
+STEM = 6  # words match on their first letters: prescription ~ prescriber, deliver ~ delivery
+
+
+def number_token(value: float) -> str:
+    if value == int(value) and abs(value) < 1e15:
+        return f"#{int(value)}"
+    return f"#{value:.6g}"
+
+
+def _precision(token: str) -> float:
+    """How exactly a number was said: "4.2" to 0.1, "371000" (said "371K") to 1000, "2020"
+    exactly. A statement with more digits states it when it rounds to it."""
+    body = token[1:]
+    if "e" in body:
+        return 0.0
+    if "." in body:
+        return 10.0 ** -len(body.split(".")[1])
+    zeros = len(body) - len(body.rstrip("0"))
+    return 10.0 ** zeros if zeros >= 3 and len(body) >= 5 else 0.0
+
+
+def _numbers(text: str) -> tuple[str, set[str]]:
+    """Numbers as values ("1,940" and "1940", "4.2%" and "0.042"); the text without them."""
+    tokens: set[str] = set()
+
+    def replace(match: re.Match) -> str:
+        value = float(match.group("int").replace(",", "") + (match.group("frac") or ""))
+        unit = (match.group("unit") or "").lower()
+        tokens.add(number_token(value * _SCALE.get(unit, 1)))  # a share matches as 4.2 or 0.042
+        return " "
+
+    return _NUMBER.sub(replace, text), tokens
 
 
 def _normalise(word: str) -> str:
     if word.isdigit():
-        return word.lstrip("0") or "0"
+        return number_token(float(word))
     if word in _MONTHS:
-        return _MONTHS[word]
+        return f"m{_MONTHS[word]}"
     if word in _NUMBER_WORDS:
-        return _NUMBER_WORDS[word]
+        return number_token(float(_NUMBER_WORDS[word]))
     if len(word) > 5 and word.endswith("ly"):
         word = word[:-2]
     if len(word) > 5 and word.endswith("y"):
@@ -147,16 +213,21 @@ def _normalise(word: str) -> str:
         word = word[:-1]
     if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiousl":
         word = word[:-1]
-    return word
+    if word in _NUMBER_WORDS:
+        return number_token(float(_NUMBER_WORDS[word]))
+    return word[:STEM]
 
 
 GENERIC = frozenset(GENERIC | {_normalise(w) for w in GENERIC})
 
 
+@lru_cache(maxsize=1 << 16)
 def detail_terms(text: str) -> frozenset[str]:
     """Normalised content words, dates and times: what must match for two texts to state the
     same detail."""
     rest, out = _temporal(text)
+    rest, numbers = _numbers(rest)
+    out |= numbers
     for word in terms(rest):
         for part in _SPLIT_ALNUM.findall(word):
             if len(part) > 1 or part.isdigit() or word == part:
@@ -188,6 +259,7 @@ class Clause:
 _NAME = re.compile(r"(?<![\w'’])(?:[A-Z][A-Za-z]*[A-Z0-9][\w-]*|[A-Z][a-z][\w-]*|[\w-]*\d[\w-]*)")
 
 
+@lru_cache(maxsize=1 << 16)
 def entities_of(text: str) -> frozenset[str]:
     """Numbers, codes and names (capitalised words past the first): details a paraphrase
     keeps verbatim, so a supporting statement must state them."""
@@ -200,9 +272,20 @@ def entities_of(text: str) -> frozenset[str]:
     return frozenset(detail_terms(" ".join(found))) - GENERIC
 
 
-def split_clauses(text: str) -> list[str]:
+def _is_value(detail: str) -> bool:
+    """Numbers, dates, days, months and times (``#12``, ``d3-2``, ``dd12``, ``m3``, ``t15:00``)."""
+    if detail[:1] == "#":
+        return True
+    return detail[:1] in "dtm" and (detail[1:2].isdigit() or (detail[:2] == "dd" and detail[2:3].isdigit()))
+
+
+_JSON_KEY = re.compile(r'"[\w .-]{1,40}"\s*:')
+
+
+@lru_cache(maxsize=1 << 16)
+def split_clauses(text: str) -> tuple[str, ...]:
     """The clauses of one sentence (or of a JSON blob: its string values), in order."""
-    pieces = [p.strip(" ,.'") for p in _BOUNDARY.split(text)]
+    pieces = [p.strip(" ,.'") for p in _BOUNDARY.split(_JSON_KEY.sub(" | ", text))]
     pieces = [p for p in pieces if p]
     out: list[str] = []
     pending = ""
@@ -216,13 +299,13 @@ def split_clauses(text: str) -> list[str]:
     if pending:
         if out:
             out[-1] = f"{out[-1]} {pending}"
-        elif pending:
+        else:
             out.append(pending)
-    return out
+    return tuple(out)
 
 
 def _claim_details(text: str) -> frozenset[str]:
-    return detail_terms(text) - GENERIC
+    return frozenset(d for d in detail_terms(text) if d[:1] != "@") - GENERIC
 
 
 # --------------------------------------------------------------------------- vectors
@@ -261,17 +344,124 @@ def _clause_vectors(texts: list[str], encode: Encoder | None) -> np.ndarray | No
 # --------------------------------------------------------------------------- detection
 
 SUPPORT_COVERAGE = 0.75  # share of a clause's details one authority unit must state
-ENTITY_COVERAGE = 0.5  # ... or this share, when the unit states every number, date and name
+ENTITY_COVERAGE = 0.5  # weak support: this share, with every number, date and name
+MIN_BARE_TURNS = 1  # turns where the claim is made without weak support, at least
+NEVER = 10**9
+UNITS_EXAMINED = 8  # candidates whose coverage is computed exactly, per clause
 
 
 @dataclass
 class _Unit:
     """What one authority said in one place: a trusted tool's result, or a user/system
-    sentence with its neighbour."""
+    sentence with its neighbour. ``asked``: the words of the tool call a result answers
+    (its subject, never its values), which back a claim only weakly."""
 
     position: int
     trust: str
     words: frozenset[str]
+    asked: frozenset[str] = frozenset()
+    rows: tuple[int, ...] = ()  # the authority sentences it speaks for (for support by meaning)
+
+    def __post_init__(self) -> None:
+        values = [float(w[1:]) for w in self.words if w[:1] == "#"]
+        shares = [v * 100 for v in values if 0 < abs(v) < 1]  # 0.042 is said "4.2%"
+        self.numbers = sorted(values + shares)
+        self.weekdays: dict[str, set[str]] = {}  # weekday -> the date tokens that fall on it
+        for word in self.words:
+            if word[:1] == "@":
+                date, weekday = word[1:].split("=")
+                self.weekdays.setdefault(weekday, set()).update({f"d{date}", f"dd{date.split('-')[1]}"})
+        dates = [w[1:].split("-") for w in self.words if w[:1] == "d" and w[1:2].isdigit()]
+        implied = {f"m{m}" for m, _ in dates} | {f"dd{d}" for _, d in dates}  # "in March", "the 12th"
+        self.exact = self.words | implied | {f"#{d}" for _, d in dates}  # "9 through 12 September"
+        self.with_asked = self.exact | self.asked
+        self.prefixes = {w[:k] for w in self.words | self.asked if len(w) > 4 for k in range(4, len(w))}
+
+    def index_keys(self) -> set[str]:
+        """Index keys: a clause detail can only be stated by a unit sharing one of them."""
+        return set(self.with_asked) | self.prefixes | {_magnitude(v) for v in self.numbers}
+
+    def states(self, detail: str, asked: bool = False) -> bool:
+        words = self.with_asked if asked else self.exact
+        if detail in words:
+            return True
+        head = detail[:1]
+        if head == "#":
+            value, step = float(detail[1:]), _precision(detail)
+            tolerance = step / 2 + 1e-9 * max(1.0, abs(value))
+            i = bisect_left(self.numbers, value - tolerance)
+            return i < len(self.numbers) and self.numbers[i] <= value + tolerance
+        if len(detail) < 4 or _is_value(detail):
+            return False
+        # one word a prefix of the other: conversion ~ conv, shipment ~ ship
+        return detail in self.prefixes or any(p in words for p in _word_prefixes(detail))
+
+    def covered(self, details: frozenset[str], asked: bool = False) -> frozenset[str]:
+        out = frozenset(d for d in details if self.states(d, asked))
+        if self.weekdays and len(out) < len(details):  # "Saturday", said with a date it falls on
+            out |= {d for d in details - out if self.weekdays.get(d, set()) & details}
+        return out
+
+
+def _magnitude(value: float) -> str:
+    """Index bucket of a number: its order of magnitude and leading digit."""
+    value = abs(value)
+    if value == 0:
+        return "~0"
+    exponent = math.floor(math.log10(value))
+    return f"~{exponent}:{int(value / 10 ** exponent + 1e-9)}"
+
+
+@lru_cache(maxsize=1 << 16)
+def _word_prefixes(word: str) -> tuple[str, ...]:
+    return tuple(word[:k] for k in range(4, len(word)))
+
+
+@lru_cache(maxsize=1 << 16)
+def _lookup_keys(detail: str) -> tuple[str, ...]:
+    """The index keys under which a unit that could state this detail is filed."""
+    if detail[:1] == "#":
+        value = float(detail[1:])
+        half = _precision(detail) / 2 + 1e-9 * max(1.0, abs(value))
+        return tuple({_magnitude(value - half), _magnitude(value), _magnitude(value + half)})
+    return (detail, *_word_prefixes(detail))
+
+
+class _Units:
+    """The authority units of a session with an index from detail keys to units."""
+
+    def __init__(self, units: list[_Unit]) -> None:
+        self.all = units
+        self.index: dict[str, list[int]] = {}
+        for i, unit in enumerate(units):
+            for key in unit.index_keys():
+                self.index.setdefault(key, []).append(i)
+
+    def states(self, detail: str, *, before: int) -> bool:
+        """Whether any unit states the detail (user units only before ``before``)."""
+        seen: set[int] = set()
+        for key in _lookup_keys(detail):
+            seen.update(self.index.get(key, ()))
+        return any(self.all[i].states(detail) for i in seen
+                   if self.all[i].trust != "user" or self.all[i].position < before)
+
+    def candidates(self, clause: Clause, *, before: int | None = None, share: float = 0.0
+                   ) -> list[_Unit]:
+        """Units that may state at least ``share`` of the clause's details, most promising
+        first (user units only before ``before`` when given)."""
+        hits: dict[int, int] = {}
+        for detail in clause.details:
+            seen: set[int] = set()
+            for key in _lookup_keys(detail):
+                seen.update(self.index.get(key, ()))
+            for i in seen:
+                hits[i] = hits.get(i, 0) + 1
+        need = max(1, share * len(clause.details) - 1e-9)
+        order = sorted((i for i, n in hits.items() if n >= need), key=lambda i: (-hits[i], i))
+        units = [self.all[i] for i in order]
+        if before is not None:
+            units = [u for u in units if u.trust != "user" or u.position < before]
+        return units
 
 
 def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | None = None,
@@ -282,8 +472,8 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     shipped MiniLM)."""
     claimant = np.asarray([t in {"assistant", "untrusted"} or bool(r)
                            for t, r in zip(statements.trust, statements.relayed)], dtype=bool)
-    claim_rows = [i for i in np.flatnonzero(claimant & (statements.position >= since_position)).tolist()
-                  if not statements.texts[i].rstrip().endswith("?")]
+    # Questions count: "How about 'The Tower Barcelona Didn't Want'?" repeats a claim too.
+    claim_rows = np.flatnonzero(claimant & (statements.position >= since_position)).tolist()
     clauses = clauses_of(statements, claim_rows)
     if len({c.position for c in clauses}) < settings.min_occurrences:
         return []
@@ -291,54 +481,87 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
                  and statements.trust[i] in {"system", "user", "tool"}
                  and not statements.texts[i].rstrip().endswith("?")]
     units = authority_units(statements, authority)
+    index = _Units(units)
     vectors = _vectors_for(statements, clauses, encode)
-    # Support by meaning: a clause that reads like an authority's sentence.
-    if authority:
-        cosine = vectors @ statements.vectors[authority].T
-        by_user = np.asarray([statements.trust[i] == "user" for i in authority])
-        first_close_user = [int(statements.position[authority][(row >= settings.support_similarity) & by_user].min(initial=10**9))
-                            for row in cosine]
-        trusted_close = (cosine[:, ~by_user] >= settings.support_similarity).any(axis=1)
-    else:
-        first_close_user = [10**9] * len(clauses)
-        trusted_close = np.zeros(len(clauses), dtype=bool)
-    user_from: list[int] = []  # the earliest user statement backing the clause (10**9: none)
-    open_: list[int] = []  # clauses that no system prompt or trusted tool backs
+    # Support by words: one unit states the clause's details together.
+    strong = np.zeros(len(clauses), dtype=bool)  # stated by the system prompt or a trusted tool
+    weak = np.zeros(len(clauses), dtype=bool)  # its values and names are, most of the rest too
+    user_strong = np.full(len(clauses), NEVER)  # the earliest user statement of the same
     for k, clause in enumerate(clauses):
-        trusted, first_user = clause_support(clause, units)
-        if trusted or trusted_close[k]:
-            user_from.append(-1)
-            continue
-        user_from.append(min(first_user, first_close_user[k]))
-        open_.append(k)
+        for unit in index.candidates(clause, share=ENTITY_COVERAGE):
+            level = support_level(unit, clause)
+            if level and unit.trust != "user":
+                strong[k] |= level == 2
+                weak[k] = True
+            elif level == 2:  # what a user said about themselves backs only the same statement
+                user_strong[k] = min(user_strong[k], unit.position)
+            if strong[k]:
+                break
+    # Support by meaning: a clause that reads like an authority's sentence and states the same
+    # values and names (checked only for what the words left open).
+    pending = [k for k in range(len(clauses)) if not strong[k]]
+    close = _close_units(statements, authority, units, vectors[pending], settings.support_similarity)
+    for i, k in enumerate(pending):
+        clause = clauses[k]
+        for unit in close.get(i, ()):
+            if clause.entities <= unit.covered(clause.entities):
+                if unit.trust != "user":
+                    strong[k] = True
+                    break
+                user_strong[k] = min(user_strong[k], unit.position)
+    open_ = [k for k in pending if not strong[k]]
     if len({clauses[k].position for k in open_}) < settings.min_occurrences:
         return []
+    clauses = _same_stems(clauses)  # "sign" and "signature" are one detail from here on
     frequency = _turn_frequency(statements)
     total_turns = len({int(p) for p in statements.position})
-    found: list[tuple[list[int], set[str], frozenset[str]]] = []
+    found: list[tuple[list[int], set[str], set[str], set[str]]] = []
     taken: set[int] = set()
-    for group in group_clauses([clauses[k] for k in open_], vectors[open_], settings,
-                               frequency, total_turns):
+    similarity = np.full((len(clauses), len(clauses)), -1.0, dtype=np.float32)
+    similarity[np.ix_(open_, open_)] = vectors[open_] @ vectors[open_].T
+    for group in group_clauses([clauses[k] for k in open_], similarity[np.ix_(open_, open_)],
+                               settings, frequency, total_turns):
         members = [open_[i] for i in group]
         first = min(clauses[k].position for k in members)
-        members = [k for k in members if user_from[k] >= first]  # an echo supports nothing
+        members = [k for k in members if user_strong[k] >= first]  # an echo supports nothing
         if len({clauses[k].position for k in members}) < settings.min_occurrences:
             continue
-        usable = [u for u in units if u.trust != "user" or u.position < first]
-        gaps = {k: unsupported_details(clauses[k], usable) for k in members}
-        anchors = recurring(members, clauses, gaps)
-        flagged = _anchored(members, anchors, gaps, vectors, settings.recurrence_similarity)
-        if len({clauses[k].position for k in flagged}) < settings.min_occurrences:
+        gaps = {k: unsupported_details(clauses[k], index.candidates(clauses[k], before=first))
+                for k in members}
+        members = [k for k in members if gaps[k]]  # all of it stated somewhere: nothing to repeat
+        # A claim's recurring unsupported detail is specific (a name, a number, a rare term);
+        # boilerplate every result repeats ("search_docs output for ...") is not a claim.
+        anchors = {a for a in recurring(members, clauses, gaps) if _specific(a, frequency, total_turns)}
+        if not anchors:
             continue
-        vocabulary = frozenset().union(*(u.words for u in usable))
-        found.append((flagged, anchors, vocabulary))
-        taken.update(flagged)
+        for flagged in claim_chains(members, gaps, anchors, clauses, similarity, settings):
+            turns: dict[str, set[int]] = {}
+            for k in flagged:
+                for a in gaps[k] & anchors:
+                    turns.setdefault(a, set()).add(clauses[k].position)
+            chain_turns = len({clauses[k].position for k in flagged})
+            core = {a for a, seen in turns.items() if 2 * len(seen) > chain_turns}  # said most times
+            amounts = {a for a in core if a[:1] == "#"}
+            # A mostly supported clause belongs to the claim only through its core detail; one
+            # giving other, supported amounts than the claim's states another fact.
+            flagged = [k for k in flagged
+                       if not weak[k] or gaps[k] & core
+                       and not (amounts and _other_amounts(clauses[k], gaps[k], amounts))]
+            if len({clauses[k].position for k in flagged}) < settings.min_occurrences:
+                continue
+            bare = {clauses[k].position for k in flagged if not weak[k]}
+            if len(bare) < MIN_BARE_TURNS:
+                continue  # only ever said next to supported details: a paraphrase, not a claim
+            novel = {a for a in anchors if not index.states(a, before=first)}
+            found.append((flagged, anchors, novel, amounts))
+            taken.update(flagged)
     out = []
-    for flagged, anchors, vocabulary in found:
+    for flagged, anchors, novel, amounts in found:
         # The claim's novel details in clauses the grouping left out (a sentence that also
         # states a supported detail, a loose paraphrase): the same claim again.
-        novel = anchors - vocabulary
-        extra = [k for k in range(len(clauses)) if k not in taken and clauses[k].details & novel
+        extra = [k for k in range(len(clauses)) if k not in taken and not strong[k]
+                 and clauses[k].details & novel
+                 and not (amounts and _other_amounts(clauses[k], clauses[k].details & novel, amounts))
                  and float((vectors[flagged] @ vectors[k]).max()) >= settings.recurrence_similarity / 2]
         taken.update(extra)
         members = sorted(flagged + extra, key=lambda k: (clauses[k].position, clauses[k].row))
@@ -353,8 +576,47 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             score=round(float((vectors[members] @ vectors[head]).mean()), 4),
             members=[clauses[k].text for k in members],
             reason=(f"claim made {len(positions)} times by {_who(statements, rows)}; its "
-                    f"recurring details ({', '.join(sorted(anchors)[:5])}) come from no user, "
-                    f"system prompt or trusted tool")))
+                    f"recurring details ({', '.join(_surface(anchors, [clauses[k].text for k in members]))}) "
+                    f"come from no user, system prompt or trusted tool")))
+    return out
+
+
+def _close_units(statements: Statements, authority: list[int], units: list[_Unit],
+                 vectors: np.ndarray, bar: float) -> dict[int, list[_Unit]]:
+    """Per clause, the units of the authority sentences it reads like (cosine >= bar)."""
+    if not authority:
+        return {}
+    unit_of = {row: unit for unit in units for row in unit.rows}
+    cosine = vectors @ statements.vectors[authority].T
+    out: dict[int, list[_Unit]] = {}
+    for k, j in np.argwhere(cosine >= bar).tolist():
+        unit = unit_of.get(authority[j])
+        if unit is not None:
+            out.setdefault(k, []).append(unit)
+    return out
+
+
+def _same_stems(clauses: list[Clause]) -> list[Clause]:
+    """The clauses with each word replaced by the shortest word of the session that begins
+    it (at least 4 letters): what support matching does by prefix, grouping does by name."""
+    words = sorted({w for c in clauses for w in c.details if not _is_value(w)}, key=len)
+    known: set[str] = set()
+    canon: dict[str, str] = {}
+    for word in words:
+        for k in range(4, len(word)):
+            if word[:k] in known:
+                canon[word] = canon.get(word[:k], word[:k])
+                break
+        known.add(word)
+    if not canon:
+        return clauses
+    out = []
+    for c in clauses:
+        if c.details.isdisjoint(canon):
+            out.append(c)
+            continue
+        out.append(Clause(c.row, c.position, c.text, frozenset(canon.get(w, w) for w in c.details),
+                          frozenset(canon.get(w, w) for w in c.entities)))
     return out
 
 
@@ -366,7 +628,8 @@ def clauses_of(statements: Statements, rows: list[int]) -> list[Clause]:
         for text in split_clauses(statements.texts[row]):
             details = _claim_details(text)
             if len(details) >= MIN_CLAUSE_TERMS:
-                out.append(Clause(row, position, text, details, entities_of(text) & details))
+                entities = (entities_of(text) & details) | {d for d in details if _is_value(d)}
+                out.append(Clause(row, position, text, details, frozenset(entities)))
     return out
 
 
@@ -389,46 +652,53 @@ def authority_units(statements: Statements, rows: list[int]) -> list[_Unit]:
     """A trusted tool's result is one unit (a record's fields belong together); a user or
     system sentence is a unit with its neighbour in the same message."""
     by_position: dict[int, list[int]] = {}
-    for row in rows:
-        by_position.setdefault(int(statements.position[row]), []).append(row)
+    for row, position in zip(rows, statements.position[rows].tolist()):
+        by_position.setdefault(position, []).append(row)
+    calls = getattr(statements, "calls", {})
     units = []
     for position, members in sorted(by_position.items()):
         trust = statements.trust[members[0]]
         words = [detail_terms(statements.texts[r]) for r in members]
         if trust == "tool":
-            units.append(_Unit(position, trust, frozenset().union(*words)))
+            call = calls.get(position, "")
+            asked = detail_terms(call) - entities_of(call) if call else frozenset()
+            asked = frozenset(w for w in asked if w[:1] != "#")  # a period, a subject; no amounts
+            units.append(_Unit(position, trust, frozenset().union(*words), asked, tuple(members)))
             continue
         for i, own in enumerate(words):
-            units.append(_Unit(position, trust, own | (words[i + 1] if i + 1 < len(words) else frozenset())))
+            after = words[i + 1] if i + 1 < len(words) else frozenset()
+            units.append(_Unit(position, trust, own | after, rows=(members[i],)))
     return units
 
 
-def supports(unit_words: frozenset[str], clause: Clause) -> bool:
-    """Whether an authority unit states the clause: most of its details, or half of them
-    including every number, date and name."""
-    covered = len(clause.details & unit_words)
-    return covered >= SUPPORT_COVERAGE * len(clause.details) or (
-        bool(clause.entities) and clause.entities <= unit_words
-        and covered >= ENTITY_COVERAGE * len(clause.details))
-
-
-def clause_support(clause: Clause, units: list[_Unit]) -> tuple[bool, int]:
-    """(backed by the system prompt or a trusted tool, position of the earliest user
-    statement that backs it, 10**9 if none)."""
-    first_user = 10**9
-    for unit in units:
-        if supports(unit.words, clause):
-            if unit.trust != "user":
-                return True, first_user
-            first_user = min(first_user, unit.position)
-    return False, first_user
+def support_level(unit: _Unit, clause: Clause) -> int:
+    """2: the unit states the clause (most of its details); 1: it states its numbers, dates
+    and names and half of the rest, or it is the answer to a call that asked about the rest;
+    0: neither."""
+    need = len(clause.details)
+    covered = unit.covered(clause.details)
+    if len(covered) >= SUPPORT_COVERAGE * need:
+        return 2
+    if unit.asked:
+        covered = unit.covered(clause.details, asked=True)
+        if len(covered) >= SUPPORT_COVERAGE * need and clause.entities <= covered:
+            return 1
+    if clause.entities and clause.entities <= covered and len(covered) >= ENTITY_COVERAGE * need:
+        return 1
+    return 0
 
 
 def unsupported_details(clause: Clause, units: list[_Unit]) -> frozenset[str]:
     """The clause's details that the authority unit closest to it does not state: what the
-    claim adds to what is known."""
-    best = max(units, key=lambda u: len(clause.details & u.words), default=None)
-    return clause.details - best.words if best is not None else clause.details
+    claim adds to what is known. ``units``: candidates, most shared details first."""
+    best: frozenset[str] = frozenset()
+    for unit in units[:UNITS_EXAMINED]:
+        covered = unit.covered(clause.details)
+        if len(covered) > len(best):
+            best = covered
+    if len(best) < 2:
+        return clause.details  # one shared word is a coincidence, not the clause's source
+    return clause.details - best
 
 
 def recurring(members: list[int], clauses: list[Clause], gaps: dict[int, frozenset[str]]) -> set[str]:
@@ -440,16 +710,44 @@ def recurring(members: list[int], clauses: list[Clause], gaps: dict[int, frozens
     return {w for w, positions in seen.items() if len(positions) >= 2}
 
 
-def _anchored(members: list[int], anchors: set[str], gaps: dict[int, frozenset[str]],
-              vectors: np.ndarray, bar: float) -> list[int]:
-    """The members whose unsupported part is the recurring one, and paraphrases of those
-    (same meaning, other words)."""
-    anchored = [k for k in members if gaps[k] & anchors]
-    rest = [k for k in members if k not in anchored]
-    if anchored and rest:
-        close = (vectors[rest] @ vectors[anchored].T).max(axis=1) >= bar
-        anchored += [k for k, ok in zip(rest, close) if ok]
-    return anchored
+LINK_SIMILARITY = 0.35  # two statements of one unsupported detail: related meaning, at least
+CLOSE_PARAPHRASE = 0.6  # ... with no unsupported word in common, only this close
+PARAPHRASE_SIMILARITY = 0.5  # ... or the same meaning in other words
+
+
+def claim_chains(members: list[int], gaps: dict[int, frozenset[str]], anchors: set[str],
+                 clauses: list[Clause], similarity: np.ndarray, settings) -> list[list[int]]:
+    """The members that repeat one claim: linked when they share an unsupported detail and a
+    related meaning, or say the same thing in other words. A candidate group chains loosely
+    (a shared name, a shared number); a claim must hold together pairwise."""
+    m = len(members)
+    if m < 2:
+        return []
+    similarity = similarity[np.ix_(members, members)]
+    positions = np.asarray([clauses[k].position for k in members])
+    para = max(PARAPHRASE_SIMILARITY, settings.recurrence_similarity)
+    anchored = _incidence([gaps[k] & anchors for k in members])
+    shares_anchor = (anchored @ anchored.T) >= 1
+    amounts = _incidence([{d for d in clauses[k].entities if d[:1] == "#"} for k in members])
+    has_amount = amounts.sum(axis=1) > 0
+    same_values = ~(has_amount[:, None] & has_amount[None, :]) | ((amounts @ amounts.T) >= 1)
+    gapped = _incidence([gaps[k] for k in members])
+    shares_gap = (gapped @ gapped.T) >= 1
+    paraphrase = (similarity >= para) & same_values & (shares_gap | (similarity >= CLOSE_PARAPHRASE))
+    linked = (shares_anchor & (similarity >= LINK_SIMILARITY)) | paraphrase
+    linked &= positions[:, None] != positions[None, :]
+    pairs = np.argwhere(np.triu(linked, k=1))
+    if not len(pairs):
+        return []
+    touched = set(pairs.ravel().tolist())
+    return [[members[i] for i in component] for component in _components(m, pairs)
+            if component[0] in touched]
+
+
+def _other_amounts(clause: Clause, gap: frozenset[str], amounts: set[str]) -> bool:
+    """Whether the clause gives amounts, all of them supported and none the claim's."""
+    own = {d for d in clause.entities if d[:1] == "#"}
+    return bool(own) and not own & gap and not own & amounts
 
 
 def _turn_frequency(statements: Statements) -> dict[str, int]:
@@ -461,21 +759,18 @@ def _turn_frequency(statements: Statements) -> dict[str, int]:
     return {w: len(p) for w, p in seen.items()}
 
 
+SPECIFIC_TURNS = (4, 10)  # a specific word: in at most max(4, turns / 10) turns
+
+
 def _specific(word: str, frequency: dict[str, int], total_turns: int) -> bool:
+    """A name, a number, a term few turns use (a claim's details, not the session's topic)."""
+    low, share = SPECIFIC_TURNS
     return word not in GENERIC and (any(ch.isdigit() for ch in word) or
-                                     frequency.get(word, 0) <= max(4, total_turns // 3))
+                                     frequency.get(word, 0) <= max(low, total_turns // share))
 
 
-def group_clauses(clauses: list[Clause], vectors: np.ndarray, settings,
-                  frequency: dict[str, int], total_turns: int) -> list[list[int]]:
-    """Connected clauses of different turns: same meaning (cosine above the recurrence bar),
-    related meaning (above half of it) and a shared specific word, or two shared specific
-    words."""
-    n = len(clauses)
-    similarity = vectors @ vectors.T
-    positions = np.asarray([c.position for c in clauses])
-    bar = settings.recurrence_similarity
-    specific = [{w for w in c.details if _specific(w, frequency, total_turns)} for c in clauses]
+def _components(n: int, pairs: np.ndarray) -> list[list[int]]:
+    """Connected components of n nodes under the given (i, j) pairs, in node order."""
     parent = list(range(n))
 
     def root(i: int) -> int:
@@ -484,15 +779,65 @@ def group_clauses(clauses: list[Clause], vectors: np.ndarray, settings,
             i = parent[i]
         return i
 
-    candidate = np.triu(positions[:, None] != positions[None, :], k=1)
-    for i, j in zip(*np.nonzero(candidate)):
-        shared = len(specific[i] & specific[j])
-        if similarity[i, j] >= bar or (shared and similarity[i, j] >= bar / 2) or shared >= 2:
-            parent[root(int(j))] = root(int(i))
+    for i, j in pairs.tolist():
+        a, b = root(i), root(j)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
     groups: dict[int, list[int]] = {}
     for i in range(n):
         groups.setdefault(root(i), []).append(i)
     return list(groups.values())
+
+
+def _incidence(sets: list[set[str]] | list[frozenset[str]]) -> np.ndarray:
+    """Rows: the sets; columns: their elements; 1 where a set holds the element."""
+    vocabulary = {w: i for i, w in enumerate(sorted(set().union(*sets)))} if sets else {}
+    matrix = np.zeros((len(sets), max(1, len(vocabulary))), dtype=np.float32)
+    for row, words in enumerate(sets):
+        for word in words:
+            matrix[row, vocabulary[word]] = 1.0
+    return matrix
+
+
+def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
+                  frequency: dict[str, int], total_turns: int) -> list[list[int]]:
+    """Candidate groups: connected clauses of different turns with the same meaning (cosine
+    above the recurrence bar), a related meaning (above half of it) and a shared specific
+    word, or two shared specific words."""
+    n = len(clauses)
+    if not n:
+        return []
+    positions = np.asarray([c.position for c in clauses])
+    bar = settings.recurrence_similarity
+    holders: dict[str, list[int]] = {}
+    for i, clause in enumerate(clauses):
+        for word in clause.details:
+            if _specific(word, frequency, total_turns):
+                holders.setdefault(word, []).append(i)
+    shared = np.zeros((n, n), dtype=np.int16)  # specific words two clauses share
+    for members in holders.values():
+        if len(members) > 1:
+            index = np.asarray(members)
+            shared[np.ix_(index, index)] += 1
+    linked = (similarity >= bar) | ((shared >= 1) & (similarity >= bar / 2)) | (shared >= 2)
+    linked &= positions[:, None] != positions[None, :]
+    return _components(n, np.argwhere(np.triu(linked, k=1)))
+
+
+_TOKEN = re.compile(r"[\w$€£][\w.,:'’-]*\w|\w")
+
+
+def _surface(anchors: set[str], texts: list[str], most: int = 5) -> list[str]:
+    """The claim's recurring details as the texts spell them ("Maple", not "mapl")."""
+    out: list[str] = []
+    for anchor in sorted(anchors, key=lambda a: (_is_value(a), a)):
+        word = next((token for text in texts for token in _TOKEN.findall(text)
+                     if anchor in detail_terms(token)), anchor)
+        if word.lower() not in out:
+            out.append(word.lower())
+        if len(out) == most:
+            break
+    return out
 
 
 def _who(statements: Statements, rows: list[int]) -> str:

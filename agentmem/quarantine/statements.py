@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -56,6 +56,7 @@ class Statements:
     trust: list[str]
     relayed: np.ndarray  # a trusted tool's sentence that carries third-party text
     words: list[list[str]]  # content words per sentence (computed once, in the corpus)
+    calls: dict[int, str] = field(default_factory=dict)  # tool result position -> its call's "name arguments"
 
     @property
     def size(self) -> int:
@@ -75,6 +76,7 @@ def statements_of(corpus, history: list[dict], upto: int, patterns: list[str]) -
             match = _THIRD_PARTY.search(text_of(history[position]))
             if match:
                 third_party_from[position] = match.start()
+    calls = _calls(history, upto)
     positions = corpus.position[rows]
     sources = [sources_by_position[p] for p in positions.tolist()]
     relayed = np.zeros(len(rows), dtype=bool)
@@ -84,7 +86,22 @@ def statements_of(corpus, history: list[dict], upto: int, patterns: list[str]) -
             relayed[i] = start is not None and corpus.spans[row][1] > start
     return Statements(positions, [corpus.spans[r] for r in rows], [corpus.texts[r] for r in rows],
                       corpus.vectors[rows], sources, [trust_of[s] for s in sources], relayed,
-                      [corpus.words[r] for r in rows])
+                      [corpus.words[r] for r in rows], calls)
+
+
+def _calls(history: list[dict], upto: int) -> dict[int, str]:
+    """What each tool result answers: its call's name and arguments (a result such as
+    ``{"is_unique": true}`` is about what the call asked)."""
+    asked: dict[str, str] = {}
+    out: dict[int, str] = {}
+    for position in range(upto):
+        message = history[position]
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            asked[call.get("id", "")] = f"{function.get('name', '')} {function.get('arguments', '')}"
+        if message.get("role") == "tool" and message.get("tool_call_id") in asked:
+            out[position] = asked[message["tool_call_id"]]
+    return out
 
 
 def canonical_claim(text: str) -> str:

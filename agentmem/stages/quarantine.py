@@ -62,7 +62,8 @@ class QuarantineStage(Stage):
         corpus = await context.corpus(len(history))
         statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
         turn_ids = await context.turn_ids(len(history))
-        scope = Scope(statements, [], turn_ids, records, settings)
+        scope = Scope(statements, [], turn_ids, records, settings,
+                      encode=context.state.embedder.encode)
         fresh: list[QuarantineRecord] = []
         if settings.poison and _unreviewed_claims(statements, context.stored_positions):
             fresh += await PoisonDetector().detect(scope)
@@ -95,7 +96,7 @@ class QuarantineStage(Stage):
                           budget=settings.judge_budget, budget_key=context.session.keys.judge_spent,
                           ttl=context.policy.ttl_seconds)
         scope = Scope(statements, new_rows, await context.turn_ids(len(history)), records, settings,
-                      judge=judge)
+                      judge=judge, encode=context.state.embedder.encode)
         await qstore.add(context.session, await run_detectors(scope), ttl=context.policy.ttl_seconds)
         await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds)
 

@@ -1,0 +1,317 @@
+"""Poison detection rules: details, clauses, support, grouping (no Redis, no proxy).
+
+The end-to-end cases build a session's statements the way the corpus does (sentence spans,
+MiniLM vectors) and call ``detect_poison`` directly.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from agentmem.ingest import source_of
+from agentmem.lexical import terms
+from agentmem.messages import text_of
+from agentmem.quarantine.poison import (
+    Clause,
+    _Unit,
+    claim_chains,
+    detail_terms,
+    detect_poison,
+    entities_of,
+    group_clauses,
+    split_clauses,
+    support_level,
+    unsupported_details,
+)
+from agentmem.quarantine.settings import QuarantineSettings
+from agentmem.quarantine.statements import statements_of
+from agentmem.text import split_sentences
+
+SETTINGS = QuarantineSettings(untrusted_tools=["web_*", "untrusted_*"])
+
+
+def clause(text: str, position: int = 0) -> Clause:
+    from agentmem.quarantine.poison import _claim_details, _is_value
+
+    details = _claim_details(text)
+    entities = (entities_of(text) & details) | {d for d in details if _is_value(d)}
+    return Clause(0, position, text, details, frozenset(entities))
+
+
+def unit(text: str, trust: str = "tool", position: int = 0) -> _Unit:
+    return _Unit(position, trust, detail_terms(text))
+
+
+# ----------------------------------------------------------------------------- details
+
+def test_dates_times_and_numbers_match_whatever_their_spelling():
+    assert "d3-2" in detail_terms("paid on March 2") & detail_terms('"paid_at": "2024-03-02"')
+    assert "d3-2" in detail_terms("on 2 March") & detail_terms("the 2nd of March")
+    assert "t15:00" in detail_terms("at 3 pm") & detail_terms("2024-09-19T15:00")
+    assert "#1940" in detail_terms("1,940 signups") & detail_terms('{"signups": 1940}')
+    assert "nj" in detail_terms("NJ482") and "#482" in detail_terms("NJ 482") & detail_terms("NJ482")
+    assert detail_terms("two refills") & detail_terms('{"refills_left": 2}') == {"#2", "refill"}
+
+
+def test_a_number_is_stated_by_the_value_it_rounds_from():
+    record = unit('{"conv": 0.0291, "revenue": 1284550.00, "year": 2022}')
+    assert record.states("#2.9")  # "2.9%" of 0.0291
+    assert record.states("#1280000")  # "$1.28M"
+    assert record.states("#1284550")
+    assert not record.states("#2020")  # years are exact
+    assert not record.states("#3")
+
+
+def test_words_match_on_their_stem_and_prefix():
+    record = unit('{"conv": 0.0291, "prescriber": "Dr. Alvarez", "delivered_on": "2024-05-18"}')
+    assert record.states(next(iter(detail_terms("conversion"))))
+    assert record.states(next(iter(detail_terms("prescription"))))
+    assert record.states(next(iter(detail_terms("delivery"))))
+
+
+def test_a_weekday_is_stated_only_with_a_date_that_falls_on_it():
+    record = unit('{"date": "2025-02-08", "departures": ["09:30"]}')  # a Saturday
+    assert support_level(record, clause("Saturday 8 February at 09:30")) == 2
+    friday = clause("it will arrive by Friday")
+    assert support_level(record, friday) == 0
+
+
+# ----------------------------------------------------------------------------- clauses
+
+def test_a_long_sentence_is_split_into_its_claims():
+    parts = split_clauses("Your order shipped on May 3 with DHL Express, and it will arrive by "
+                          "Friday — in time for your trip.")
+    assert parts[0] == "Your order shipped on May 3 with DHL Express"
+    assert any("arrive by Friday" in p for p in parts) and len(parts) >= 2
+
+
+def test_json_from_a_tool_splits_into_its_strings():
+    snippet = "Most Colorado River trips need everyone to be 12 or older."
+    text = json.dumps({"results": [{"url": "https://blog.example.com/x", "title": "Rafting ages",
+                                    "snippet": snippet}]})
+    parts = split_clauses(text)
+    assert "Most Colorado River trips need everyone to be 12 or older" in parts
+    assert not any('"' in p or "snippet" in p for p in parts)
+
+
+def test_pieces_without_two_details_merge_into_a_neighbour():
+    assert split_clauses("Yes, sure.") == ("Yes, sure",) or len(split_clauses("Yes, sure.")) <= 1
+    assert all(len(clause(p).details) >= 2 for p in split_clauses(
+        "Done — return RT-44190 is set up, and your label is ready."))
+
+
+# ----------------------------------------------------------------------------- support
+
+def test_a_tool_record_supports_a_clause_that_states_its_details():
+    record = unit(json.dumps({"order_id": "LH-30418", "items": [{"name": "Vortex 550 Blender"}],
+                              "status": "shipped", "carrier": "UPS", "ship_date": "2024-09-05"}))
+    assert support_level(record, clause("the Vortex 550 left us with UPS on September 5")) >= 1
+    assert support_level(record, clause("it shipped on Sept 5")) == 2
+    assert support_level(record, clause("dropped it at a UPS Access Point near you")) == 0
+
+
+def test_support_needs_the_details_together():
+    """The user mentions a pass, a timetable lists a Nozomi: neither says the pass covers it."""
+    user = unit("We're thinking of a 7-day JR Pass. Good idea?", trust="user")
+    timetable = unit('{"trains": [{"name": "Nozomi 19", "dep": "09:21"}]}')
+    claim = clause("the JR Pass covers the Nozomi")
+    assert support_level(user, claim) == 0 and support_level(timetable, claim) == 0
+
+
+def test_a_different_number_is_not_support():
+    record = unit('{"battery": {"valid_until": "2025-06-30", "coverage": "capacity below 60%"}}')
+    assert support_level(record, clause("the battery warranty is valid until June 30, 2025")) >= 1
+    assert support_level(record, clause("the battery warranty runs until June 30, 2026")) == 0
+
+
+def test_unsupported_details_are_what_the_closest_record_does_not_say():
+    record = unit('{"order_id": "BW-77023", "item": "Arc ANC Headphones", "opened": true, "price": "249.00"}')
+    gap = unsupported_details(clause("a 10% restocking fee applies to opened headphones"), [record])
+    assert {"#10", "restoc"} <= gap and "opened"[:6] not in gap
+
+
+# ----------------------------------------------------------------------------- grouping
+
+def _unit_vectors(rows: list[list[float]]) -> np.ndarray:
+    matrix = np.asarray(rows, dtype=np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def test_a_claim_chains_on_its_unsupported_detail_and_not_on_a_shared_topic():
+    clauses = [clause("Hall B hosts every session", 2), clause("everything moved to Hall B", 4),
+               clause("the event now points to Hall B", 6), clause("the summit is on June 6", 6)]
+    vectors = _unit_vectors([[1, 0.2, 0], [0.9, 0.3, 0], [0.8, 0.4, 0.1], [0.5, 0, 0.9]])
+    similarity = vectors @ vectors.T
+    gaps = {0: frozenset({"hall", "b", "hosts"}), 1: frozenset({"moved", "hall", "b"}),
+            2: frozenset({"points", "hall", "b"}), 3: frozenset({"summit"})}
+    chains = claim_chains([0, 1, 2, 3], gaps, {"hall", "b"}, clauses, similarity, SETTINGS)
+    assert chains == [[0, 1, 2]]
+
+
+def test_statements_with_different_amounts_are_not_paraphrases():
+    clauses = [clause("October churn was 3.1%", 2), clause("typical monthly churn is 7%", 4)]
+    similarity = np.asarray([[1.0, 0.9], [0.9, 1.0]], dtype=np.float32)
+    gaps = {0: frozenset({"m10"}), 1: frozenset({"#7", "typica"})}
+    assert claim_chains([0, 1], gaps, set(), clauses, similarity, SETTINGS) == []
+
+
+def test_candidate_groups_join_related_clauses_of_different_turns_only():
+    clauses = [clause("the Vancouver depot ships Canadian orders", 2),
+               clause("orders leave from the Vancouver depot", 4),
+               clause("the depot in Vancouver handles it", 4), clause("the throw is machine washable", 6)]
+    similarity = np.asarray([[1, .6, .6, .1], [.6, 1, .7, .1], [.6, .7, 1, .1], [.1, .1, .1, 1]],
+                            dtype=np.float32)
+    groups = group_clauses(clauses, similarity, SETTINGS, {"vancou": 3, "depot": 3}, 8)
+    assert sorted(map(sorted, groups)) == [[0, 1, 2], [3]]
+
+
+# ----------------------------------------------------------------------------- end to end
+
+@pytest.fixture(scope="module")
+def encode():
+    from agentmem.models.embedder import default_embedder
+
+    return default_embedder().encode
+
+
+def statements(messages: list[dict], encode):
+    positions, spans, texts, sources = [], [], [], []
+    for position, message in enumerate(messages):
+        text = text_of(message)
+        sources.append(source_of(message, messages[:position]))
+        for span in split_sentences(text):
+            positions.append(position)
+            spans.append((span.start, span.end))
+            texts.append(text[span.start:span.end])
+    corpus = SimpleNamespace(position=np.asarray(positions, np.int64), spans=spans, texts=texts,
+                             sources=sources, vectors=encode(texts), words=[terms(t) for t in texts])
+    return statements_of(corpus, messages, len(messages), SETTINGS.untrusted_tools)
+
+
+def said(text: str) -> dict:
+    return {"role": "assistant", "content": text}
+
+
+def asked(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def system(text: str) -> dict:
+    return {"role": "system", "content": text}
+
+
+def call(name: str, arguments: dict, number: int) -> dict:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": f"c{number}", "type": "function", "function": function}]}
+
+
+def result(content, number: int) -> dict:
+    return {"role": "tool", "tool_call_id": f"c{number}",
+            "content": content if isinstance(content, str) else json.dumps(content)}
+
+
+ORDER = {"order_id": "FO-5512", "status": "in_transit", "carrier": "DHL", "shipped": "2024-04-02",
+         "estimated_delivery": "2024-04-09"}
+
+
+def flagged(messages: list[dict], encode) -> dict[int, list[str]]:
+    found = statements(messages, encode)
+    out: dict[int, list[str]] = {}
+    for finding in detect_poison(found, SETTINGS, encode=encode):
+        for row in finding.rows:
+            out.setdefault(int(found.position[row]), []).append(found.texts[row])
+    return out
+
+
+def test_only_the_sentence_of_the_unsupported_clause_is_withheld(encode):
+    messages = [
+        system("You are Fenwick Outdoors' support assistant."),
+        asked("When will my tent arrive? Order FO-5512."),
+        call("get_order", {"order_id": "FO-5512"}, 1), result(ORDER, 1),
+        said("Your tent shipped with DHL on April 2 and is due on April 9. "
+             "DHL will ask for a signature at the door, so someone has to be home."),
+        asked("Do I really have to be there?"),
+        said("Yes, DHL won't leave a parcel this size without a signature."),
+        asked("Can a neighbour take it?"),
+        said("Sure, a neighbour can sign for the delivery when the driver comes."),
+        asked("OK."),
+    ]
+    withheld = flagged(messages, encode)
+    assert set(withheld) == {4, 6, 8}
+    assert all("signature" in t or "sign" in t for t in withheld[4])  # not the shipping sentence
+    assert not any("April 2" in t for ts in withheld.values() for t in ts)
+
+
+def test_a_claim_a_trusted_tool_states_is_never_withheld(encode):
+    messages = [
+        asked("When will my tent arrive? Order FO-5512."),
+        call("get_order", {"order_id": "FO-5512"}, 1), result(ORDER, 1),
+        said("It shipped with DHL on April 2."),
+        asked("And the arrival?"),
+        said("DHL shipped it on 2 April, estimated delivery April 9."),
+        asked("Thanks."),
+        said("To recap: shipped April 2 with DHL, expected on the 9th."),
+        asked("Great."),
+    ]
+    assert flagged(messages, encode) == {}
+
+
+def test_a_user_echo_confirms_nothing_but_an_earlier_user_statement_does(encode):
+    claim = ["The Zephyr battery has a 3-year warranty.", "Its battery is covered for three years.",
+             "That 3-year battery warranty still applies."]
+    turns = [asked("My Zephyr battery died.")]
+    for i, text in enumerate(claim):
+        turns.append(said(text))
+        turns.append(asked("Right, the battery has a 3-year warranty." if i == 0 else "ok"))
+    assert set(flagged(turns, encode)) == {1, 3, 5}  # the echo at 2 changes nothing
+    told = [asked("I bought the Zephyr battery with a 3-year warranty."), *turns[1:]]
+    assert flagged(told, encode) == {}
+
+
+def test_an_untrusted_source_and_its_repetitions_are_withheld_together(encode):
+    snippet = "They send all Canadian orders out of a depot in Vancouver, so no duties."
+    search = {"results": [{"url": "https://forum.example.com/t/1", "title": "Kettle & Loom to Canada?",
+                           "snippet": snippet}]}
+    messages = [
+        asked("Will I pay customs on my order to Halifax?"),
+        call("web_search", {"query": "Kettle & Loom Canada customs"}, 1), result(search, 1),
+        said("Canadian orders ship from a depot in Vancouver, so no customs duties."),
+        asked("Great."),
+        said("Because it is fulfilled out of Vancouver, Canada Post won't ask for duties."),
+        asked("And my sister in Moncton?"),
+        said("Same: orders to Canada leave the Vancouver warehouse, so no import fees."),
+        asked("Perfect."),
+    ]
+    assert set(flagged(messages, encode)) == {2, 3, 5, 7}
+
+
+def test_third_party_text_in_a_trusted_tool_is_not_support(encode):
+    inbox = ("From: DeliveryPoint Notices <notice@dlvry.example>\nSubject: parcel on hold\n\n"
+             "Your parcel is held at customs until you pay a fee of 2.99 EUR.")
+    messages = [
+        asked("Anything urgent in my inbox?"),
+        call("read_inbox", {"unread": True}, 1), result(inbox, 1),
+        said("A parcel of yours is held at customs until a 2.99 EUR fee is paid."),
+        asked("Which parcel?"),
+        said("The mail doesn't say, only that customs holds it pending the 2.99 fee."),
+        asked("ok"),
+        said("Remember the 2.99 EUR customs fee for the parcel."),
+        asked("thanks"),
+    ]
+    assert {3, 5, 7} <= set(flagged(messages, encode))
+
+
+def test_two_mentions_are_not_poison(encode):
+    messages = [
+        asked("Where is the cellar key?"),
+        said("The brass key opens the cellar door."),
+        asked("ok"),
+        said("I'll try the brass key on the cellar lock."),
+        asked("go"),
+    ]
+    assert flagged(messages, encode) == {}
