@@ -19,8 +19,7 @@ class OutgoingInvalid(Exception):
     """The pipeline produced a request that must not be sent; the reason says which rule."""
 
 
-def validate_outgoing(history: list[dict[str, Any]], draft: Draft, *,
-                      allow_system_edits: bool = False) -> None:
+def validate_outgoing(history: list[dict[str, Any]], draft: Draft) -> None:
     kept = draft.messages
     if not kept:
         raise OutgoingInvalid("the request would have no messages")
@@ -34,7 +33,7 @@ def validate_outgoing(history: list[dict[str, Any]], draft: Draft, *,
     last_user = last_user_index(history)
     for index, original in enumerate(history):
         role = original.get("role")
-        must_stay = index == last_user or (role in {"system", "developer"} and not allow_system_edits)
+        must_stay = index == last_user or role in {"system", "developer"}
         if not must_stay:
             continue
         if index not in kept_by_index:

@@ -13,13 +13,10 @@ their query vector memoised, which is the stage's selection cost with embeddings
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from agentmem.bench.results import percentile
 from agentmem.errors import InvalidRequest
@@ -154,25 +151,3 @@ def _stage_ms(report) -> float:
 
 def run_tools(records, *, policy: str) -> dict[str, Any]:
     return asyncio.run(_run(records, policy))
-
-
-def write_splits(source: str | Path, out: str | Path) -> dict[str, int]:
-    """Tuning and held-out files from ../shared/data/tools, which are all dev data.
-
-    MetaTool: ``metatool_dev.jsonl`` (300 records) is held out; the other 900 queries of
-    ``metatool_dev_queries.jsonl``, offered the same 199 tools, are for tuning. BFCL: a third
-    of ``bfcl_dev.jsonl`` by SHA-256 of the id is for tuning, the rest held out.
-    """
-    source, out = Path(source), Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    catalogue = orjson.loads((source / "metatool_tools.json").read_bytes())
-    tune = [{"id": q["id"], "query": q["query"], "messages": None, "tools": catalogue, "gold": q["gold"]}
-            for q in map(orjson.loads, (source / "metatool_dev_queries.jsonl").read_bytes().splitlines())
-            if not q.get("in_metatool_dev_jsonl")]
-    bfcl = [orjson.loads(line) for line in (source / "bfcl_dev.jsonl").read_bytes().splitlines() if line]
-    tuning = [r for r in bfcl if hashlib.sha256(f"tune:{r['id']}".encode()).digest()[0] < 86]
-    held = [r for r in bfcl if hashlib.sha256(f"tune:{r['id']}".encode()).digest()[0] >= 86]
-    files = {"metatool_tune.jsonl": tune, "bfcl_tune.jsonl": tuning, "bfcl_heldout.jsonl": held}
-    for name, rows in files.items():
-        (out / name).write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
-    return {name: len(rows) for name, rows in files.items()}

@@ -1,0 +1,66 @@
+"""The clash cascade's pure steps on hand-made statements (no model, no session): rules decide
+first, the NLI candidates skip what the rules decided or a guard explained, settle applies the
+threshold and the judge's verdicts, and tool results are not compared unless asked."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agentmem.quarantine.clash import (
+    Candidate,
+    all_rule_clashes,
+    candidate_pairs,
+    clash_sources,
+    settle,
+    undecided,
+)
+from agentmem.quarantine.settings import QuarantineSettings
+from agentmem.quarantine.statements import Statements
+
+
+def _statements(rows: list[tuple[int, str, str]]) -> Statements:
+    """(position, source, text) rows; every vector the same, so similarity never filters."""
+    vectors = np.ones((len(rows), 4), dtype=np.float32) / 2.0
+    return Statements(
+        position=np.asarray([p for p, _, _ in rows]), spans=[(0, len(t)) for _, _, t in rows],
+        texts=[t for _, _, t in rows], vectors=vectors, sources=[s for _, s, _ in rows],
+        trust=["user" if s == "user" else "tool" for _, s, _ in rows],
+        relayed=np.zeros(len(rows), dtype=bool), words=[t.lower().split() for _, _, t in rows])
+
+
+SETTINGS = QuarantineSettings()
+
+
+def test_rules_decide_first_and_name_the_older_statement():
+    statements = _statements([(0, "user", "I'm 34 and new to running."),
+                              (1, "assistant", "Great, let's plan."),
+                              (2, "user", "As a 52-year-old, should I worry about my knees?")])
+    [clash] = all_rule_clashes(statements, [2])
+    assert (clash.older, clash.newer) == (0, 2) and clash.detector == "rule:value"
+    assert undecided(statements, [2], [clash]) == []
+
+
+def test_nli_candidates_are_same_source_share_a_word_and_skip_questions():
+    statements = _statements([(0, "user", "I love my garden in spring."),
+                              (1, "assistant", "I love my garden in spring."),
+                              (2, "user", "The garden is ugly in spring."),
+                              (3, "user", "Is the garden nice?")])
+    pairs = candidate_pairs(statements, [2, 3], SETTINGS)
+    assert pairs == [(0, 2)]  # not the assistant's sentence, not the question
+
+
+def test_settle_applies_threshold_then_judge_verdicts():
+    statements = _statements([(0, "user", "a b c"), (1, "user", "a b d"), (2, "user", "a b e")])
+    scored = [Candidate(0, 1, 0.99), Candidate(0, 2, 0.5)]
+    plain = settle([], scored, SETTINGS)
+    assert [(c.older, c.newer, c.detector) for c in plain] == [(0, 1, "nli")]
+    judged = settle([], scored, SETTINGS, {(0, 1): False, (0, 2): True}, "gpt-x")
+    assert [(c.older, c.newer, c.detector) for c in judged] == [(0, 2, "judge:gpt-x")]
+    assert statements.size == 3
+
+
+def test_tool_results_are_compared_only_when_asked():
+    statements = _statements([(0, "tool:get_order", "status: shipped | id: 7 | carrier: UPS"),
+                              (1, "user", "Where is it?")])
+    assert clash_sources(statements, SETTINGS) == [1]
+    assert clash_sources(statements, SETTINGS.model_copy(update={"clash_tools": True})) == [0, 1]
