@@ -108,7 +108,8 @@ def _metrics(records: list[Any], outcomes: list[Outcome], threshold: float) -> d
 
 def _by_kind(records: list[Any], outcomes: list[Outcome], threshold: float) -> dict[str, Any]:
     """Per record kind (when the file has one): how often the cascade said "clash"."""
-    said, total = Counter(), Counter()
+    said: Counter[str] = Counter()
+    total: Counter[str] = Counter()
     for record, outcome in zip(records, outcomes):
         kind = getattr(record, "kind", None)
         if kind:

@@ -245,9 +245,9 @@ def _differing_values(old: str, new: str) -> RuleVerdict | None:
         diffs.append((context, " ".join(left), " ".join(right)))
     if not diffs or _EXPLAINED.search(_only_new_words(a, b)) or _delta_explained(diffs, b):
         return None
-    context, left, right = diffs[0]
-    return RuleVerdict("value", "record:" + context[-30:], left, right, 0.85,
-                       f'{context[-30:]}: "{left}" earlier, "{right}" now')
+    label, older_value, newer_value = diffs[0]
+    return RuleVerdict("value", "record:" + label[-30:], older_value, newer_value, 0.85,
+                       f'{label[-30:]}: "{older_value}" earlier, "{newer_value}" now')
 
 
 def _only_new_words(a: list[str], b: list[str]) -> str:

@@ -173,14 +173,15 @@ class QuarantineStage(Stage):
             elif isinstance(message.get("content"), str):
                 content = " ".join(kept) if kept else _placeholder([r for _, r in entries])
                 replacements[position] = {**current[position].message, "content": content}
-        for position, entries in sorted(notes.items()):
-            message = replacements.get(position) or (current[position].message if position in current else None)
-            if message is None or position == last_user or not isinstance(message.get("content"), str):
+        for position, noted in sorted(notes.items()):
+            target = replacements.get(position) or (current[position].message if position in current else None)
+            if target is None or position == last_user or not isinstance(target.get("content"), str):
                 continue
-            replacements[position] = {**message, "content": " ".join([message["content"], *(r.note for r in entries)])}
+            extra = [r.note for r in noted if r.note]
+            replacements[position] = {**target, "content": " ".join([target["content"], *extra])}
             context.run.decisions.extend(Decision(
                 action=Action.CLARIFY, message_index=position, position=position, score=r.score,
-                reason=r.reason, detail={"record": r.id, "note": r.note}) for r in entries)
+                reason=r.reason, detail={"record": r.id, "note": r.note}) for r in noted)
         draft.drop_indices(dropped)
         draft.replace_messages(replacements)
 
