@@ -38,7 +38,7 @@ from agentmem.ingest import (
 from agentmem.messages import chain_hash, check_conversation, message_hash, parse_chat_request
 from agentmem.metrics import Metrics
 from agentmem.models.embedder import Embedder, default_embedder, to_bytes
-from agentmem.models.runtime import run_inference
+from agentmem.models.runtime import in_background, run_inference
 from agentmem.policy import Policy, load_policy
 from agentmem.report import Report, StageRun
 from agentmem.stages import Channels, Draft, Stage, StageContext, build_stages
@@ -562,6 +562,11 @@ class Call:
         """
         if self.store is None:
             return
+        with in_background():  # never in the way of a call's own inference
+            await self._after_reply_work(turns)
+
+    async def _after_reply_work(self, turns: list[TurnRecord]) -> None:
+        assert self.store is not None
         try:
             known = self.hygiene.state.corpora.known_vectors(self.handle.tenant,
                                                              self.handle.session_id, turns)

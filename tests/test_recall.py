@@ -72,3 +72,19 @@ def test_fill_respects_the_budget_and_spreads_over_turns():
     with_context = fill(rows, score, corpus, budget=46, neighbours=1, spread=0.0)
     assert with_context.tolist() == [True, True, True, True, False, False]
     assert not fill(rows, score, corpus, budget=5, neighbours=0, spread=0.0).any()
+
+
+async def test_a_replaced_last_turn_keeps_the_shared_prefix():
+    marker = uuid.uuid4().hex
+    history = [{"role": "user", "content": f"{marker}. The kettle is blue."},
+               {"role": "assistant", "content": "Noted. It ships to Lyon."},
+               {"role": "user", "content": "What colour is it?"}]
+    first = await corpus_for(_context(history), 3)
+    retried = [*history[:2], {"role": "user", "content": "Where does it ship? Tell me."}]
+    second = await corpus_for(_context(retried), 3)
+    assert second is not first and second.covered == 3
+    assert second.texts[:4] == first.texts[:4] and second.texts[4:] == ["Where does it ship?", "Tell me."]
+    assert np.array_equal(second.vectors[:4], first.vectors[:4])  # reused, not recomputed
+    assert first.texts[-1] == "What colour is it?"  # a reader of the old corpus is unaffected
+    scores = second.lexical.scores(terms("ship"))
+    assert scores.shape == (6,) and scores[4] > 0

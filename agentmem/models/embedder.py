@@ -21,6 +21,7 @@ class Embedder:
         self._path = path
         self._model = None
         self._lock = threading.Lock()
+        self._encoding = threading.Lock()
         self.batch_size = batch_size
 
     @property
@@ -48,8 +49,15 @@ class Embedder:
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
         model = self.load()
-        return model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                            convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
+        chunks = []
+        for start in range(0, len(texts), self.batch_size):
+            # Two inference workers share one model (its tokenizer is not thread-safe): lock per
+            # batch, so a query waits for at most one batch of a large background job.
+            with self._encoding:
+                chunks.append(model.encode(
+                    texts[start:start + self.batch_size], batch_size=self.batch_size,
+                    normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False))
+        return np.vstack(chunks).astype(np.float32)
 
 
 def to_bytes(matrix: np.ndarray) -> bytes:

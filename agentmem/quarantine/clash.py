@@ -79,17 +79,14 @@ def _hub_model(name: str) -> Any:
 
 
 @lru_cache(maxsize=65536)
-def _rule_verdict(older: str, newer: str) -> RuleVerdict | None:
-    return rule_clash(older, newer)
+def _rule_verdict(older: str, newer: str, records: bool) -> RuleVerdict | None:
+    return rule_clash(older, newer, records=records)
 
 
 def _rule(older: str, newer: str, source: str) -> RuleVerdict | None:
     """A rule verdict, where it applies: record comparisons ("key: value" lines read twice)
     are for tool outputs only; in people's text "Step 1" and "Step 3" are not one record."""
-    verdict = _rule_verdict(older, newer)
-    if verdict is not None and verdict.slot.startswith("record") and not source.startswith("tool:"):
-        return None
-    return verdict
+    return _rule_verdict(older, newer, source.startswith("tool:"))
 
 
 def clash_sources(statements: Statements, settings: Any) -> list[int]:

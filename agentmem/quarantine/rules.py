@@ -36,9 +36,11 @@ class RuleVerdict:
     reason: str  # one human-readable line
 
 
-def rule_clash(older: str, newer: str) -> RuleVerdict | None:
-    """The most confident rule-level contradiction of ``older`` by ``newer`` (same speaker)."""
-    candidates = [v for v in (_fact_verdict(older, newer), _record_verdict(older, newer)) if v is not None]
+def rule_clash(older: str, newer: str, *, records: bool = True) -> RuleVerdict | None:
+    """The most confident rule-level contradiction of ``older`` by ``newer`` (same speaker).
+    ``records``: also compare them as two reads of one record (tool outputs)."""
+    record = _record_verdict(older, newer) if records else None
+    candidates = [v for v in (_fact_verdict(older, newer), record) if v is not None]
     candidates = [v for v in candidates if v.score >= MIN_SCORE]
     return max(candidates, key=lambda v: v.score) if candidates else None
 

@@ -81,9 +81,12 @@ class CorpusCache:
         cache = self._cache
         for _ in range(3):  # another call (or a background task) may extend it while we await
             corpus = cache.get(key)
-            if corpus is None or not _consistent(corpus, chains):
-                corpus = Corpus()
-                cache[key] = corpus
+            if corpus is None:
+                corpus = cache[key] = Corpus()
+            elif not _consistent(corpus, chains):
+                # A retry, an edit or a new question in place of the last turn: keep the shared
+                # prefix (its tokens and vectors are the expensive part), rebuild the rest.
+                corpus = cache[key] = _truncated(corpus, _shared_prefix(corpus, chains))
             cache.move_to_end(key)
             if corpus.covered >= upto:
                 return corpus
@@ -150,6 +153,32 @@ class CorpusCache:
         matrix = (np.vstack(filled).astype(np.float32) if filled
                   else np.zeros((0, DIMENSION), np.float32))
         return _Rows(sources, counts, positions, spans, texts, matrix)
+
+
+def _shared_prefix(corpus: Corpus, chains: list[str]) -> int:
+    """How many leading positions the corpus and the history share (chain hashes cover whole
+    prefixes, so agreement at a position means agreement before it: binary search)."""
+    low, high = 0, min(corpus.covered, len(chains))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if corpus.chains[middle - 1] == chains[middle - 1]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _truncated(corpus: Corpus, keep: int) -> Corpus:
+    """A new corpus of the first ``keep`` positions of ``corpus`` (which stays as it is, for
+    anyone still reading it); the BM25 postings are rebuilt from the kept rows' terms."""
+    rows = corpus.rows_of[keep - 1].stop if keep else 0
+    out = Corpus(chains=corpus.chains[:keep], rows_of=corpus.rows_of[:keep],
+                 sources=corpus.sources[:keep], position=corpus.position[:rows].copy(),
+                 spans=corpus.spans[:rows], texts=corpus.texts[:rows], words=corpus.words[:rows],
+                 tokens=corpus.tokens[:rows].copy(), vectors=corpus.vectors[:rows].copy())
+    for row_words in out.words:
+        out.lexical.add(row_words)
+    return out
 
 
 def _consistent(corpus: Corpus, chains: list[str]) -> bool:
