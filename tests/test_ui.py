@@ -94,9 +94,12 @@ def sessions(proxy, tmp_path_factory):
 
 
 def _wait(driver, condition, timeout: float = 30):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+    # The page re-renders a session after an action: an element found mid-render may go stale.
+    return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(condition)
 
 
 def _open_session(driver, base_url: str, session_id: str) -> None:
