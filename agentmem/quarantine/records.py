@@ -73,27 +73,25 @@ class QuarantineStore:
         raw = await self.store.redis.hget(handle.keys.quarantine, record_id)
         return QuarantineRecord.model_validate_json(raw) if raw else None
 
-    @_wrap_errors
     async def add(self, handle: SessionHandle, records: list[QuarantineRecord], *,
                   ttl: int | None) -> None:
-        if not records:
-            return
-        async with self.store.redis.pipeline(transaction=True) as pipe:
-            for record in records:  # never overwrite: a released or confirmed record stays so
-                pipe.hsetnx(handle.keys.quarantine, record.id, record.model_dump_json())
-            if ttl:
-                pipe.expire(handle.keys.quarantine, ttl)
-            await pipe.execute()
+        """Write new records; never overwrite: a released or confirmed record stays so."""
+        await self._write(handle, records, ttl=ttl, overwrite=False)
 
-    @_wrap_errors
     async def save(self, handle: SessionHandle, records: list[QuarantineRecord], *,
                    ttl: int | None) -> None:
         """Overwrite records (a claim group that gained occurrences)."""
+        await self._write(handle, records, ttl=ttl, overwrite=True)
+
+    @_wrap_errors
+    async def _write(self, handle: SessionHandle, records: list[QuarantineRecord], *,
+                     ttl: int | None, overwrite: bool) -> None:
         if not records:
             return
         async with self.store.redis.pipeline(transaction=True) as pipe:
             for record in records:
-                pipe.hset(handle.keys.quarantine, record.id, record.model_dump_json())
+                write = pipe.hset if overwrite else pipe.hsetnx
+                write(handle.keys.quarantine, record.id, record.model_dump_json())
             if ttl:
                 pipe.expire(handle.keys.quarantine, ttl)
             await pipe.execute()
