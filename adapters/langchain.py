@@ -21,10 +21,11 @@ event-loop thread (``Hygiene.run_sync``), as ``Hygiene.completion`` does.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,7 @@ class _Cleaned:
     call: Call | None  # None when the request was passed through untouched
     messages: list[BaseMessage]
     tools: list[Any]
+    reply: AIMessage | None = None  # set inside ``_Engine.call``; stored when the block ends
 
 
 def _tool_name(tool: Any) -> str | None:
@@ -147,7 +149,11 @@ def _stamp(reply: AIMessage | None, call: Call | None) -> None:
 
 
 class _Engine:
-    """What the middleware and the wrapper share: convert, prepare, map back, finish."""
+    """What the middleware and the wrapper share: convert, prepare, map back, finish.
+
+    ``call`` / ``call_sync`` own the lifecycle (as ``Hygiene.call`` does for OpenAI dicts):
+    the block sets ``cleaned.reply``; leaving it stores the reply, raising fails the call.
+    """
 
     def __init__(self, hygiene: Hygiene, *, tenant: str | None, policy: str | None,
                  strict: bool, on_report: ReportHook | None):
@@ -156,6 +162,32 @@ class _Engine:
         self.policy = policy
         self.strict = strict
         self.on_report = on_report
+
+    @contextlib.asynccontextmanager
+    async def call(self, messages: Sequence[BaseMessage], tools: Sequence[Any], *, model: str,
+                   tool_choice: Any, session_id: str | None) -> AsyncIterator[_Cleaned]:
+        cleaned = await self.prepare(messages, tools, model=model, tool_choice=tool_choice,
+                                     session_id=session_id)
+        try:
+            yield cleaned
+        except BaseException as error:
+            await self.fail(cleaned, error)
+            raise
+        await self.finish(cleaned, cleaned.reply)
+
+    @contextlib.contextmanager
+    def call_sync(self, messages: Sequence[BaseMessage], tools: Sequence[Any], *, model: str,
+                  tool_choice: Any, session_id: str | None) -> Iterator[_Cleaned]:
+        """``call`` for sync code: the engine's steps run on its private loop."""
+        run = self.hygiene.run_sync
+        cleaned = run(self.prepare(messages, tools, model=model, tool_choice=tool_choice,
+                                   session_id=session_id))
+        try:
+            yield cleaned
+        except BaseException as error:
+            run(self.fail(cleaned, error))
+            raise
+        run(self.finish(cleaned, cleaned.reply))
 
     async def prepare(self, messages: Sequence[BaseMessage], tools: Sequence[Any], *,
                       model: str, tool_choice: Any, session_id: str | None) -> _Cleaned:
@@ -235,9 +267,6 @@ class _Engine:
             except Exception:  # noqa: BLE001 - an observer must not fail the agent
                 log.exception("on_report hook failed")
 
-    def run_sync(self, coroutine) -> Any:
-        """Sync callers run the engine on its private loop (``Hygiene.run_sync``)."""
-        return self.hygiene.run_sync(coroutine)
 
 
 # -- LangChain v1 agents: middleware ------------------------------------------------------------
@@ -276,11 +305,12 @@ class AgentmemMiddleware(AgentMiddleware):
         except RuntimeError:
             return None
 
-    def _prepare(self, request: ModelRequest):
+    def _request_of(self, request: ModelRequest) -> dict[str, Any]:
+        """The engine's arguments for a middleware request (its system message included)."""
         system = [request.system_message] if request.system_message is not None else []
-        return self._engine.prepare(
-            [*system, *request.messages], request.tools, model=_model_name(request.model),
-            tool_choice=request.tool_choice, session_id=self._session_of(request))
+        return {"messages": [*system, *request.messages], "tools": request.tools,
+                "model": _model_name(request.model), "tool_choice": request.tool_choice,
+                "session_id": self._session_of(request)}
 
     @staticmethod
     def _override(request: ModelRequest, cleaned: _Cleaned) -> ModelRequest:
@@ -294,25 +324,16 @@ class AgentmemMiddleware(AgentMiddleware):
 
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:
-        run = self._engine.run_sync
-        cleaned = run(self._prepare(request))
-        try:
+        with self._engine.call_sync(**self._request_of(request)) as cleaned:
             result = handler(self._override(request, cleaned))
-        except BaseException as error:
-            run(self._engine.fail(cleaned, error))
-            raise
-        run(self._engine.finish(cleaned, _reply_of(result)))
+            cleaned.reply = _reply_of(result)
         return result
 
     async def awrap_model_call(self, request: ModelRequest,
                                handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
-        cleaned = await self._prepare(request)
-        try:
+        async with self._engine.call(**self._request_of(request)) as cleaned:
             result = await handler(self._override(request, cleaned))
-        except BaseException as error:
-            await self._engine.fail(cleaned, error)
-            raise
-        await self._engine.finish(cleaned, _reply_of(result))
+            cleaned.reply = _reply_of(result)
         return result
 
 
@@ -394,10 +415,10 @@ class AgentmemChatModel(BaseChatModel):
         return _Engine(self.hygiene, tenant=self.tenant, policy=self.policy, strict=self.strict,
                        on_report=self.on_report)
 
-    def _prepare(self, engine: _Engine, messages: list[BaseMessage]):
+    def _request_of(self, messages: list[BaseMessage]) -> dict[str, Any]:
         session = self.session_id or _RUN_SESSION.get() or _thread_of(ensure_config())
-        return engine.prepare(messages, self.bound_tools, model=_model_name(self.model),
-                              tool_choice=self.tool_kwargs.get("tool_choice"), session_id=session)
+        return {"messages": messages, "tools": self.bound_tools, "model": _model_name(self.model),
+                "tool_choice": self.tool_kwargs.get("tool_choice"), "session_id": session}
 
     def _inner(self, cleaned: _Cleaned) -> Runnable[LanguageModelInput, Any]:
         """The wrapped model, bound to the tools agentmem kept (a forced tool is always kept)."""
@@ -408,29 +429,18 @@ class AgentmemChatModel(BaseChatModel):
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None,
                   **kwargs: Any) -> ChatResult:
-        engine = self._engine()
-        run = engine.run_sync
         config = _child_config(run_manager)
-        cleaned = run(self._prepare(engine, messages))
-        try:
+        with self._engine().call_sync(**self._request_of(messages)) as cleaned:
             reply = self._inner(cleaned).invoke(cleaned.messages, config, stop=stop, **kwargs)
-        except BaseException as error:
-            run(engine.fail(cleaned, error))
-            raise
-        run(engine.finish(cleaned, reply))
+            cleaned.reply = reply
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None,
                          **kwargs: Any) -> ChatResult:
-        engine = self._engine()
         config = _child_config(run_manager)
-        cleaned = await self._prepare(engine, messages)
-        try:
+        async with self._engine().call(**self._request_of(messages)) as cleaned:
             reply = await self._inner(cleaned).ainvoke(cleaned.messages, config, stop=stop,
                                                        **kwargs)
-        except BaseException as error:
-            await engine.fail(cleaned, error)
-            raise
-        await engine.finish(cleaned, reply)
+            cleaned.reply = reply
         return ChatResult(generations=[ChatGeneration(message=reply)])

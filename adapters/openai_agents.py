@@ -99,25 +99,23 @@ class AgentmemTransport(httpx.AsyncBaseTransport):
         session_id = headers.pop(_SESSION_HEADER, None) or _SESSION.get() or self.session_id
         policy = headers.pop(_POLICY_HEADER, None) or self.policy
         try:
-            call = await self.hygiene.prepare(body, tenant=self.tenant, session_id=session_id,
-                                              policy=policy)
-        except AgentmemError as error:
+            async with self.hygiene.call(body, tenant=self.tenant, session_id=session_id,
+                                         policy=policy) as call:
+                for name in _STALE_HEADERS:
+                    headers.pop(name, None)
+                outgoing = httpx.Request(request.method, request.url, headers=headers,
+                                         content=orjson.dumps(call.outgoing),
+                                         extensions=request.extensions)
+                response = await self.inner.handle_async_request(outgoing)
+                if response.status_code >= 400:
+                    return await _relay_error(response, call, request)
+                if call.outgoing.get("stream"):
+                    call.hand_off()
+                    return _response(response, call, request,
+                                     stream=_RecordingStream(response, call))
+                return await _relay_json(response, call, request)
+        except AgentmemError as error:  # refused before the provider saw it (or the store)
             return _error_response(error, request)
-        try:
-            for name in _STALE_HEADERS:
-                headers.pop(name, None)
-            outgoing = httpx.Request(request.method, request.url, headers=headers,
-                                     content=orjson.dumps(call.outgoing),
-                                     extensions=request.extensions)
-            response = await self.inner.handle_async_request(outgoing)
-        except BaseException as error:
-            await call.fail(error)
-            raise
-        if response.status_code >= 400:
-            return await _relay_error(response, call, request)
-        if call.outgoing.get("stream"):
-            return _response(response, call, request, stream=_RecordingStream(response, call))
-        return await _relay_json(response, call, request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -125,16 +123,14 @@ class AgentmemTransport(httpx.AsyncBaseTransport):
 
 async def _relay_json(response: httpx.Response, call: Call,
                       request: httpx.Request) -> httpx.Response:
-    """Read the whole completion, store its first choice as the reply, hand it on."""
+    """Read the whole completion, store its first choice as the reply, hand it on (a read
+    that fails raises, and the ``call`` block fails the call)."""
     try:
         content = await response.aread()
         data = orjson.loads(content)
         choices = data.get("choices") or []
         message = choices[0].get("message") if choices else None
         call.report.usage = data.get("usage")
-    except BaseException as error:
-        await call.fail(error)
-        raise
     finally:
         await response.aclose()
     await call.finish(reply_message(message) if isinstance(message, dict) else None)

@@ -402,8 +402,14 @@ class Call:
         """Hand a provider stream to the relay, which stores the reply when the stream ends."""
         from agentmem.streaming import relay_stream
 
-        self.state = CallState.STREAMING
+        self.hand_off()
         return relay_stream(stream, self)
+
+    def hand_off(self) -> None:
+        """Something that outlives the ``call`` block (a stream being relayed) will finish or
+        fail this call; leaving the block then neither finishes nor fails it."""
+        if self.state is CallState.PREPARED:
+            self.state = CallState.STREAMING
 
     def fault(self, message: str) -> None:
         """Something of ours failed: the policy picks between a warning and a 503."""

@@ -46,7 +46,8 @@ class Policy(BaseModel):
         "header, or fail the call with a 503.",
     )
     lock_timeout_s: float = Field(
-        120, gt=0, description="How long a call may hold its session's lock before it expires."
+        8, gt=0, description="The session lock's lease: renewed every third of it while the call "
+        "runs, so a proxy that dies frees its sessions within this many seconds."
     )
     lock_wait_s: float = Field(
         60, ge=0, description="How long a call waits for a concurrent call on the same session."

@@ -7,7 +7,9 @@ provider's status, so clients see the same status they would have seen without a
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -18,7 +20,9 @@ os.environ.setdefault("LITELLM_LOG", "ERROR")
 # 1000-turn history, paid again on every call). Set it to "false" to get the SDK path back.
 os.environ.setdefault("EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER", "true")
 
+import httpx
 import litellm
+import openai
 
 from agentmem.errors import UpstreamError
 
@@ -71,16 +75,45 @@ async def acompletion(kwargs: dict):
         raise as_upstream_error(error) from error
 
 
+_TIMEOUTS = (litellm.Timeout, openai.APITimeoutError, httpx.TimeoutException, asyncio.TimeoutError,
+             TimeoutError)
+_UNREACHABLE = (litellm.APIConnectionError, openai.APIConnectionError, httpx.TransportError,
+                ConnectionError)
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and what it wraps: litellm reports a refused connection as a 500
+    InternalServerError whose cause chain holds the ConnectError."""
+    out: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and len(out) < 10:
+        out.append(current)
+        current = current.__cause__ or current.__context__
+    return out
+
+
+_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")
+
+
 def as_upstream_error(error: BaseException) -> UpstreamError:
+    """The provider's failure as the client should see it: the provider's own status for its
+    refusals, 504 when it did not answer in time, 502 when it could not be reached (litellm
+    reports both as 500, which would blame agentmem); no object reprs in the message."""
     if isinstance(error, UpstreamError):
         return error
     status = getattr(error, "status_code", None)
-    if not isinstance(status, int) or status < 400:
+    causes = _causes(error)
+    if any(isinstance(c, _TIMEOUTS) for c in causes):
+        status = 504
+    elif any(isinstance(c, _UNREACHABLE) for c in causes) or not isinstance(status, int) \
+            or status < 400:
         status = 502
     message = getattr(error, "message", None) or str(error) or type(error).__name__
+    message = _REPR.sub("", str(message)).strip()[:1000]
     error_type = {400: "invalid_request_error", 401: "authentication_error",
                   403: "permission_error", 404: "not_found_error",
-                  429: "rate_limit_error"}.get(status, "upstream_error")
+                  429: "rate_limit_error", 502: "upstream_unreachable",
+                  504: "upstream_timeout"}.get(status, "upstream_error")
     return UpstreamError(f"upstream: {message}", status_code=status, error_type=error_type,
                          code=type(error).__name__)
 

@@ -56,8 +56,14 @@ def data_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def proxy(upstream, data_dir):
-    settings = Settings(data_dir=data_dir, models=echo_routes(upstream.url))
+def policy_dir(tmp_path_factory):
+    """The proxy's ``policy_dirs`` folder: a test writes NAME.yaml here and sends NAME."""
+    return tmp_path_factory.mktemp("policies")
+
+
+@pytest.fixture(scope="session")
+def proxy(upstream, data_dir, policy_dir):
+    settings = Settings(data_dir=data_dir, models=echo_routes(upstream.url), policy_dirs=[policy_dir])
     server = ThreadServer(create_app(settings)).start()
     yield server
     server.stop()

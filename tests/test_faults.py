@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
 import httpx
 import openai
 import pytest
@@ -39,8 +47,21 @@ def test_unreachable_provider_is_a_clear_error(proxy, session_id):
                           headers={"X-Session-Id": session_id},
                           json={"model": "openai/echo", "api_base": f"http://127.0.0.1:{free_port()}/v1",
                                 "api_key": "sk-x", "messages": [{"role": "user", "content": "hi"}]})
-    assert response.status_code >= 500
-    assert response.json()["error"]["message"].startswith("upstream:")
+    assert response.status_code == 502  # a gateway that cannot reach its upstream; not our 500
+    error = response.json()["error"]
+    assert error["message"].startswith("upstream:") and error["type"] == "upstream_unreachable"
+    assert " object at 0x" not in error["message"]
+
+
+def test_provider_too_slow_is_a_504(proxy, session_id, http):
+    response = httpx.post(f"{proxy.url}/v1/chat/completions", timeout=60,
+                          headers={"X-Session-Id": session_id},
+                          json={"model": "echo", "timeout": 0.5,
+                                "messages": [{"role": "user", "content": "hi [[slow:5000]]"}]})
+    assert response.status_code == 504
+    assert response.json()["error"]["type"] == "upstream_timeout"
+    reports = http.get(f"/v1/sessions/{session_id}/reports").json()["data"]
+    assert [r["status"] for r in reports] == ["error"]  # recorded, and no turn stored
 
 
 def test_stream_cut_midway_marks_the_reply_partial(client, http, session_id):
@@ -130,3 +151,56 @@ def test_redis_down_with_error_policy_is_a_503(upstream, received, tmp_path):
         assert received.requests() == []  # nothing was sent to the provider
     finally:
         proxy.stop()
+
+
+def test_a_killed_proxy_frees_its_session_within_seconds(upstream, tmp_path, redis_server):
+    """kill -9 in the middle of a call: the session lock is a short lease (renewed while a call
+    runs), so another proxy on the same Redis serves the session within seconds, not minutes."""
+    config = tmp_path / "config.yaml"
+    config.write_text("models:\n  - name: echo\n    litellm_params:\n      model: openai/echo\n"
+                      f"      api_base: {upstream.url}/v1\n      api_key: sk-test\n")
+    env = {**os.environ, "AGENTMEM_DATA_DIR": str(tmp_path / "data")}
+
+    def serve() -> tuple[subprocess.Popen, str]:
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agentmem", "serve", "--port", str(port), "--config", str(config),
+             "--redis-url", redis_server.url, "--policy", "off", "--log-level", "warning"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    return process, url
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        process.kill()
+        raise AssertionError("agentmem serve did not start")
+
+    first, first_url = serve()
+    second, second_url = serve()
+    try:
+        body = {"model": "echo", "messages": [{"role": "user", "content": "wait [[slow:30000]]"}]}
+        headers = {"X-Session-Id": "lease-1"}
+
+        def doomed_call() -> None:
+            with contextlib.suppress(httpx.HTTPError):  # its proxy is killed under it
+                httpx.post(f"{first_url}/v1/chat/completions", json=body, headers=headers, timeout=60)
+
+        hung = threading.Thread(target=doomed_call, daemon=True)
+        hung.start()
+        time.sleep(1.5)  # the first proxy holds the session's lock, waiting on the provider
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        killed = time.time()
+        response = httpx.post(f"{second_url}/v1/chat/completions", headers=headers, timeout=60,
+                              json={"model": "echo", "messages": [{"role": "user", "content": "hello"}]})
+        usable_after = time.time() - killed
+        assert response.status_code == 200, response.text
+        assert usable_after < 10, f"the session stayed locked {usable_after:.1f} s after the kill"
+    finally:
+        for process in (first, second):
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)

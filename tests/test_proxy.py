@@ -132,3 +132,26 @@ def test_session_id_sources(client, http):
     assert http.get(f"/v1/sessions/meta-{tag}").status_code == 200
     assert http.get(f"/v1/sessions/user-{tag}").status_code == 200
     assert http.get(f"/v1/sessions/{derived}").json()["turn_count"] == 5  # system, user, reply, user, reply
+
+
+def test_policy_header_names_presets_only(http, session_id, tmp_path):
+    """A client picks a preset by name; a path never reaches the filesystem, and the answer is
+    the same whether the file exists or not (nothing about the server's files leaks)."""
+    existing = tmp_path / "secret.yaml"
+    existing.write_text("name: secret\nstages: []\napi_key: do-not-show\n")
+    body = {"model": "echo", "messages": [{"role": "user", "content": "hi"}]}
+    answers = []
+    for value in (str(existing), str(tmp_path / "missing.yaml"), "/etc/passwd", "../default"):
+        response = http.post("/v1/chat/completions", json=body,
+                             headers={"X-Session-Id": session_id, "X-Agentmem-Policy": value})
+        assert response.status_code == 400, value
+        error = response.json()["error"]
+        assert error["param"] == "X-Agentmem-Policy"
+        assert "do-not-show" not in response.text and "api_key" not in response.text
+        answers.append(error["message"])
+    assert len(set(answers)) == 1 and "default" in answers[0]
+    assert str(tmp_path) not in answers[0]
+    assert http.get(f"/v1/sessions/{session_id}").status_code == 404  # nothing was stored
+    ok = http.post("/v1/chat/completions", json=body,
+                   headers={"X-Session-Id": session_id, "X-Agentmem-Policy": "chat"})
+    assert ok.status_code == 200 and ok.headers["x-agentmem-policy"] == "chat"

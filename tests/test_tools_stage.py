@@ -61,11 +61,11 @@ WEATHER = {"role": "user", "content": "Will it rain in Oslo tomorrow? I need the
 
 
 @pytest.fixture(scope="module")
-def tools_policy(tmp_path_factory):
-    path = tmp_path_factory.mktemp("policies") / "tools-test.yaml"
-    path.write_text("name: tools-test\nstages: [tools]\nembed: false\n"
-                    "tools: {max_tools: 8, min_tools: 3, min_offered: 6, recent_calls_window: 1}\n")
-    return str(path)
+def tools_policy(policy_dir):
+    (policy_dir / "tools-test.yaml").write_text(
+        "name: tools-test\nstages: [tools]\nembed: false\n"
+        "tools: {max_tools: 8, min_tools: 3, min_offered: 6, recent_calls_window: 1}\n")
+    return "tools-test"
 
 
 def _call(client, session_id, policy, **params):

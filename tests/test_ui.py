@@ -74,11 +74,10 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def sessions(proxy, tmp_path_factory):
+def sessions(proxy, policy_dir):
     """Build the sessions through the proxy once: ``demo`` (quarantine, pruning, tools), ``xss``."""
     client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="unused", max_retries=0)
-    policy = tmp_path_factory.mktemp("ui-policy") / "ui-prune.yaml"
-    policy.write_text(PRUNE_POLICY)
+    (policy_dir / "ui-prune.yaml").write_text(PRUNE_POLICY)
     demo, xss = f"ui-{uuid.uuid4().hex[:10]}", f"ui-xss-{uuid.uuid4().hex[:8]}"
 
     def call(session_id: str, messages: list[dict], policy_name: str, **extra) -> None:
@@ -88,7 +87,7 @@ def sessions(proxy, tmp_path_factory):
     for index, message in enumerate(SESSION):  # as in test_quarantine: the claim recurs
         if message["role"] == "user":
             call(demo, SESSION[: index + 1], "guarded")
-    call(demo, LAST_CALL, str(policy), tools=TOOLS)
+    call(demo, LAST_CALL, "ui-prune", tools=TOOLS)
     call(xss, [{"role": "user", "content": PAYLOAD}], "default")
     return {"demo": demo, "xss": xss}
 

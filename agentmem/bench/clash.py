@@ -68,7 +68,8 @@ async def _outcomes(records: list[Any], settings: Any) -> list[Outcome]:
                                StageRun(stage="clash"), chains=chain_hashes(history))
         corpus = await context.corpus(len(history))
         statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
-        statements.sources = [record.turns[int(p)].speaker for p in statements.position]
+        if len({t.speaker for t in record.turns}) > 2:  # several people map to one role: pair
+            statements.sources = [record.turns[int(p)].speaker for p in statements.position]
         last = len(history) - 1
         allowed = set(clash_sources(statements, settings))  # as the policy would (clash_tools)
         new_rows = [int(r) for r in np.flatnonzero(statements.position == last) if int(r) in allowed]

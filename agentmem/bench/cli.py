@@ -66,13 +66,16 @@ for _kind in READERS:
 def overhead(json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
              calls: int = typer.Option(200, help="Measured calls per policy."),
              turn_calls: int = typer.Option(30, help="Measured calls per session length."),
-             turns: str = typer.Option("10,100,1000", help="Session lengths, comma-separated.")):
-    """Proxy overhead over a direct litellm call, policies off/default, 10/100/1000 turns."""
+             turns: str = typer.Option("10,100,1000", help="Session lengths, comma-separated."),
+             policies: str = typer.Option("off,default", help="Presets to compare, comma-separated "
+                                          "(the session-length sweep uses the last).")):
+    """Proxy overhead over a direct litellm call, per preset, and by session length."""
     from agentmem.bench.overhead import run_overhead
 
     sizes = tuple(int(t) for t in turns.split(",") if t.strip())
-    emit("bench overhead (ms)", run_overhead(calls=calls, turn_calls=turn_calls, sizes=sizes),
-         json_out)
+    names = tuple(p.strip() for p in policies.split(",") if p.strip())
+    emit("bench overhead (ms)", run_overhead(calls=calls, turn_calls=turn_calls, sizes=sizes,
+                                             policies=names), json_out)
 
 
 @bench_app.command()

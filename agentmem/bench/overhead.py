@@ -72,7 +72,8 @@ def _wait_embedder(url: str, timeout: float = 120) -> None:
 
 
 def run_overhead(*, calls: int = 200, turn_calls: int = 30,
-                 sizes: tuple[int, ...] = (10, 100, 1000)) -> dict[str, Any]:
+                 sizes: tuple[int, ...] = (10, 100, 1000),
+                 policies: tuple[str, ...] = ("off", "default")) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="agentmem-bench-"))
     upstream_port, proxy_port = _free_port(), _free_port()
     upstream = f"http://127.0.0.1:{upstream_port}/v1"
@@ -90,16 +91,26 @@ def run_overhead(*, calls: int = 200, turn_calls: int = 30,
         _wait(f"http://127.0.0.1:{proxy_port}/healthz", processes[1])
         _wait_embedder(f"http://127.0.0.1:{proxy_port}/healthz")
         return asyncio.run(_measure(upstream, f"http://127.0.0.1:{proxy_port}/v1", calls,
-                                    turn_calls, sizes))
+                                    turn_calls, sizes, policies))
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=30)
+        _stop(processes)
+
+
+def _stop(processes: list[subprocess.Popen], grace: float = 30) -> None:
+    """Terminate, and kill what has not exited after ``grace`` seconds: a slow shutdown must
+    not throw away the measurements."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 async def _measure(upstream: str, proxy: str, calls: int, turn_calls: int,
-                   sizes: tuple[int, ...]) -> dict[str, Any]:
+                   sizes: tuple[int, ...], policies: tuple[str, ...]) -> dict[str, Any]:
     from agentmem.upstream import litellm
 
     async def once(api_base: str, messages: list[dict], headers: dict | None) -> tuple[float, Any]:
@@ -121,7 +132,7 @@ async def _measure(upstream: str, proxy: str, calls: int, turn_calls: int,
         return reply
 
     result: dict[str, Any] = {}
-    for policy in ("off", "default"):
+    for policy in policies:
         # Warm both paths for this policy (litellm's client, the proxy's connections, and for
         # `default` the embedder's first inferences), then let background work settle.
         for i in range(20):
@@ -145,7 +156,7 @@ async def _measure(upstream: str, proxy: str, calls: int, turn_calls: int,
             history.append({"role": "user" if i % 2 == 0 else "assistant", "content": _text(i)})
         if history[-1]["role"] == "user":
             history.append({"role": "assistant", "content": _text(size)})
-        headers = {"X-Session-Id": f"turns-{size}", "X-Agentmem-Policy": "default"}
+        headers = {"X-Session-Id": f"turns-{size}", "X-Agentmem-Policy": policies[-1]}
         history.append({"role": "user", "content": "Seed the session."})
         history.append((await once(proxy, history, headers))[1].choices[0].message.model_dump(
             exclude_none=True))  # ingest of the whole history happens here, not measured

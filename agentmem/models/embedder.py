@@ -21,7 +21,7 @@ class Embedder:
         self._path = path
         self._model = None
         self._lock = threading.Lock()
-        self._encoding = threading.Lock()
+        self._tokenizing = threading.Lock()
         self.batch_size = batch_size
 
     @property
@@ -48,15 +48,19 @@ class Embedder:
         """Unit-normalised float32 embeddings, one row per text."""
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
+        import torch
+
         model = self.load()
         chunks = []
         for start in range(0, len(texts), self.batch_size):
-            # Two inference workers share one model (its tokenizer is not thread-safe): lock per
-            # batch, so a query waits for at most one batch of a large background job.
-            with self._encoding:
-                chunks.append(model.encode(
-                    texts[start:start + self.batch_size], batch_size=self.batch_size,
-                    normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False))
+            # The inference workers share one model. Its fast tokenizer is not thread-safe
+            # ("Already borrowed"), so tokenizing is locked; the forward pass is not (inference
+            # never mutates the module), so a call's query never waits for a background batch.
+            with self._tokenizing:
+                features = model.tokenize(texts[start:start + self.batch_size])
+            with torch.inference_mode():
+                vectors = model(features)["sentence_embedding"]
+                chunks.append(torch.nn.functional.normalize(vectors, p=2, dim=1).numpy())
         return np.vstack(chunks).astype(np.float32)
 
 

@@ -7,6 +7,7 @@ chunk. The call stores the reply when the answer is complete (or marks it partia
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
@@ -14,7 +15,9 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 
-from agentmem.errors import AgentmemError
+from agentmem.config import Settings
+from agentmem.errors import AgentmemError, PolicyError
+from agentmem.policy import preset_names
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.body import read_json
 
@@ -31,7 +34,7 @@ async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
     metadata = body.get("metadata") if isinstance(body, dict) else None
     stateful = (headers.get("x-agentmem-stateful", "").lower() in _TRUE
                 or (isinstance(metadata, dict) and metadata.get("agentmem_stateful") is True))
-    policy = headers.get("x-agentmem-policy") if state.settings.allow_policy_header else None
+    policy = header_policy(headers.get("x-agentmem-policy"), state.settings)
 
     async with state.hygiene.call(body, tenant=tenant, session_id=headers.get("x-session-id"),
                                   stateful=stateful, policy=policy) as call:
@@ -46,6 +49,27 @@ async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
         await call.finish_with_response(response)
     return Response(orjson.dumps(completion_json(response)), headers=call.headers(),
                     media_type="application/json")
+
+
+_POLICY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def header_policy(value: str | None, settings: Settings) -> str | None:
+    """The policy a client asked for with X-Agentmem-Policy. Only names are accepted: the
+    presets, the server's own policy, and files in the operator's ``policy_dirs`` (by name,
+    so a client never reaches any other file; the error says nothing about the server's files).
+    """
+    if value is None or not settings.allow_policy_header:
+        return None
+    if value in preset_names() or value == settings.policy:
+        return value
+    if _POLICY_NAME.fullmatch(value) and ".." not in value:
+        for folder in settings.policy_dirs:
+            path = folder / f"{value}.yaml"
+            if path.is_file():
+                return str(path)
+    raise PolicyError(f"X-Agentmem-Policy must name a preset ({', '.join(preset_names())}) or a "
+                      "policy in the server's policy_dirs", param="X-Agentmem-Policy")
 
 
 def completion_json(response: Any) -> dict[str, Any]:

@@ -176,8 +176,10 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any) 
         cosine = statements.vectors[earlier] @ statements.vectors[row]
         ranked = np.argsort(-cosine)[: settings.clash_candidates]
         words = set(statements.words[row])
+        shared_terms = (settings.nli_shared_terms_assistant
+                        if statements.sources[row] == "assistant" else settings.nli_shared_terms)
         pairs += [(earlier[i], row) for i in ranked if cosine[i] >= settings.clash_similarity
-                  and len(words.intersection(statements.words[earlier[i]])) >= settings.nli_shared_terms
+                  and len(words.intersection(statements.words[earlier[i]])) >= shared_terms
                   and not _silent(statements.texts[earlier[i]], text)]
     return pairs
 

@@ -33,6 +33,8 @@ class QuarantineSettings(BaseModel):
         "subject and worth an NLI check.")
     nli_shared_terms: int = Field(
         1, ge=0, description="Content words (stemmed) a pair must share to reach the NLI model.")
+    nli_shared_terms_assistant: int = Field(
+        1, ge=0, description="The same for the assistant's own statements.")
     clash_candidates: int = Field(6, ge=1, description="Earlier statements checked per statement.")
     call_path_similarity: float = Field(
         0.5, ge=-1, le=1, description="The call-path check of the newest user message only "

@@ -182,10 +182,14 @@ class SessionStore:
 
     @staticmethod
     async def _keep_alive(lock: Lock, timeout: float) -> None:
-        with contextlib.suppress(LockError, RedisError, OSError, asyncio.CancelledError):
+        """Renew the lease every third of it. A renewal that fails on a Redis blip is tried
+        again at the next tick; a lock found lost (LockError) is not renewed: the commit checks
+        the token and refuses to write for a call that lost its session."""
+        with contextlib.suppress(LockError, asyncio.CancelledError):
             while True:
                 await asyncio.sleep(timeout / 3)
-                await lock.reacquire()
+                with contextlib.suppress(RedisError, OSError):
+                    await lock.reacquire()
 
     # -- ingest -------------------------------------------------------------------------------
 
