@@ -49,6 +49,16 @@ def test_nli_candidates_are_same_source_share_a_word_and_skip_questions():
     assert pairs == [(0, 2)]  # not the assistant's sentence, not the question
 
 
+def test_a_persons_pairs_share_a_word_the_assistants_need_not():
+    statements = _statements([(0, "user", "Cilantro is awful."),
+                              (1, "assistant", "I have two cats at home."),
+                              (2, "user", "Parsley tastes great."),
+                              (3, "assistant", "No pets live with me.")])
+    assert candidate_pairs(statements, [2, 3], SETTINGS) == [(1, 3)]
+    strict = SETTINGS.model_copy(update={"nli_shared_terms_assistant": 1})
+    assert candidate_pairs(statements, [2, 3], strict) == []
+
+
 def test_settle_applies_threshold_then_judge_verdicts():
     statements = _statements([(0, "user", "a b c"), (1, "user", "a b d"), (2, "user", "a b e")])
     scored = [Candidate(0, 1, 0.99), Candidate(0, 2, 0.5)]
