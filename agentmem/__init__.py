@@ -10,17 +10,34 @@ drop-ins for litellm's; ``agentmem serve`` runs the same engine as an OpenAI-com
 
 from __future__ import annotations
 
+import importlib
 import os
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models load from disk unless a user opts in
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from agentmem.api import Call, Hygiene, HygieneResult
-from agentmem.policy import Policy, load_policy
-from agentmem.report import Report
+if TYPE_CHECKING:
+    from agentmem.api import Call, Hygiene, HygieneResult
+    from agentmem.policy import Policy, load_policy
+    from agentmem.report import Report
 
 __version__ = "0.1.0"
+
+# Loaded on first use: the engine pulls in litellm and torch (seconds), and ``agentmem serve``
+# must answer "port in use" before paying for them.
+_LAZY = {"Call": "agentmem.api", "Hygiene": "agentmem.api", "HygieneResult": "agentmem.api",
+         "Policy": "agentmem.policy", "load_policy": "agentmem.policy", "Report": "agentmem.report"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'agentmem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
 
 _default: Hygiene | None = None
 
@@ -29,6 +46,8 @@ def default_hygiene() -> Hygiene:
     """The process-wide engine used by the module-level functions (settings from the env)."""
     global _default
     if _default is None:
+        from agentmem.api import Hygiene
+
         _default = Hygiene()
     return _default
 

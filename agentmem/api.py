@@ -39,6 +39,7 @@ from agentmem.messages import chain_hash, check_conversation, message_hash, pars
 from agentmem.metrics import Metrics
 from agentmem.models.embedder import Embedder, default_embedder, to_bytes
 from agentmem.models.runtime import in_background, run_inference
+from agentmem.pending import AfterReplyJob, AfterReplyWork
 from agentmem.policy import Policy, load_policy
 from agentmem.report import Report, StageRun
 from agentmem.stages import Channels, Draft, Stage, StageContext, build_stages
@@ -106,18 +107,50 @@ class Hygiene:
             self._stores[loop] = store
         return store
 
-    async def aclose(self) -> None:
-        """Finish this loop's background work and close this loop's store."""
+    async def aclose(self, *, drain: bool = True, grace_s: float = 5.0) -> None:
+        """Close this loop's store, after its background work.
+
+        ``drain`` (the library's way): finish all of it, so a script's last turns get their
+        embeddings. ``drain=False`` (a server shutting down): wait at most ``grace_s`` for the
+        writes of calls (their commits and job records), and cancel the work after the reply:
+        its jobs stay recorded in Redis and the next start or another replica redoes them
+        (``agentmem.pending``), so shutting down never waits minutes for a large paste.
+        """
         loop = asyncio.get_running_loop()
-        mine = [task for task in self._background if task.get_loop() is loop]
-        if mine:
-            await asyncio.gather(*mine, return_exceptions=True)
+        jobs = self._after_reply_jobs
+        stopped = jobs.stop(cancel_jobs=not drain) if jobs is not None else []
+        if drain:
+            await self.drain()
+        else:
+            stopped += await self._finish_writes(loop, loop.time() + grace_s)
+        if stopped:
+            await asyncio.wait(stopped, timeout=grace_s)
         store = self._stores.pop(loop, None)
+        if jobs is not None:
+            await jobs.release(store)
         if store is not None:
             await store.close()
 
+    async def _finish_writes(self, loop: asyncio.AbstractEventLoop, deadline: float
+                             ) -> list[asyncio.Task]:
+        """Wait for this loop's background writes until ``deadline``, cancelling after-reply
+        jobs as they appear (a commit that lands queues one); returns the jobs cancelled."""
+        jobs = self._after_reply_jobs
+        cancelled: list[asyncio.Task] = []
+        while True:
+            if jobs is not None:
+                cancelled += jobs.stop(cancel_jobs=True)
+            writes = [task for task in self._background if task.get_loop() is loop
+                      and not task.done() and (jobs is None or task not in jobs.tasks)]
+            if not writes or loop.time() >= deadline:
+                return cancelled
+            await asyncio.wait(writes, timeout=deadline - loop.time(),
+                               return_when=asyncio.FIRST_COMPLETED)
+
     def close(self) -> None:
-        """Close everything (from sync code): the sync bridge's loop and the embedded Redis.
+        """Close everything (from sync code): the sync bridge's loop (its background work
+        finished first), and this engine's use of the embedded Redis, which the last process
+        using the data folder stops.
 
         Stores opened on other running loops are closed by ``aclose`` on those loops.
         """
@@ -157,6 +190,49 @@ class Hygiene:
         self._background.add(task)
         task.add_done_callback(self._background_done)
         return task
+
+    _after_reply_jobs: AfterReplyWork | None = None  # made on first use (after_reply_jobs)
+
+    def after_reply_jobs(self) -> AfterReplyWork:
+        """This engine's after-reply jobs: run in the background, recorded in Redis until done."""
+        if self._after_reply_jobs is None:
+            self._after_reply_jobs = AfterReplyWork(self)
+        return self._after_reply_jobs
+
+    def defer_after_reply(self, call: Call, turns: list[TurnRecord]) -> None:
+        """Queue a stored call's after-reply work (embeddings, the stages' hooks). It runs now,
+        in the background, and is recorded in Redis until done: a shutdown need not wait for
+        it and a crash does not lose it."""
+        assert call.store is not None  # only a stored call has turns to work on
+        job = AfterReplyJob(call.handle.tenant, call.handle.session_id,
+                            tuple(turn.id for turn in turns), call.policy.name,
+                            call.policy.ttl_seconds or 0)
+        self.after_reply_jobs().queue(call.store, job, lambda: call._after_reply(turns))
+
+    def resume_pending(self) -> None:
+        """Redo, on this loop, the after-reply jobs that stopped or crashed servers left in
+        Redis; keeps looking (every few seconds) until ``aclose``. Servers call it at start."""
+        self.after_reply_jobs().adopt_orphans()
+
+    async def redo_after_reply(self, store: SessionStore, job: AfterReplyJob) -> None:
+        """Redo a recorded job from the stored session, by the path a live call takes
+        (``Call._after_reply``), on the job's turns still in the history (a superseded turn
+        needs no vectors and no detection)."""
+        handle = SessionHandle(job.tenant, job.session_id)
+        active = await store.active_turns(handle)
+        wanted = set(job.turn_ids)
+        turns = [turn for position, turn in enumerate(active)
+                 if turn.id in wanted and turn.position == position]
+        if not turns:
+            return
+        policy = self.after_reply_jobs().policy_for(job)
+        model = str((await store.meta(handle) or {}).get("model", ""))
+        history = [turn.message for turn in active]
+        report = Report(tenant=handle.tenant, session_id=handle.session_id, policy=policy.name,
+                        model=model)
+        call = Call(self, policy, handle, {"model": model, "messages": history}, report,
+                    history=history, store=store, chains=[turn.chain for turn in active])
+        await call._after_reply(turns)
 
     def _background_done(self, task: asyncio.Task) -> None:
         self._background.discard(task)
@@ -528,7 +604,7 @@ class Call:
                         # Our own list: a caller appends the reply to theirs as soon as we
                         # return, while the background work below still reads the history.
                         self.history = list(self.history)
-                        self.hygiene.spawn(self._after_reply(turns))
+                        self.hygiene.defer_after_reply(self, turns)
         finally:
             await self.release()
             self.hygiene.metrics.observe(report)

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
+import logging
+import os
+import socket
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -25,7 +32,7 @@ console = Console()
 
 @app.command()
 def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-          port: int = typer.Option(8787, help="Port to listen on."),
+          port: int = typer.Option(8787, min=1, max=65535, help="Port to listen on."),
           policy: str | None = typer.Option(None, help="Preset name or YAML path (default: 'default')."),
           config: Path | None = typer.Option(None, help="YAML settings file (see README)."),
           redis_url: str | None = typer.Option(None, help="Use this Redis instead of the embedded one."),
@@ -33,21 +40,67 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
           log_format: str = typer.Option("text", help="'json': one JSON object per log line "
                                          "(each call's line carries its session and report ids).")):
     """Run the OpenAI-compatible proxy (embedded Redis, no config needed)."""
+    if log_format not in {"text", "json"}:
+        raise typer.BadParameter("use 'text' or 'json'", param_hint="--log-format")
+    listener = _listen(host, port)  # before anything slow: a busy port is one line, at once
+
     import uvicorn
 
     from agentmem.config import Settings
     from agentmem.metrics import configure_logging
     from agentmem.proxy import create_app
 
-    if log_format not in {"text", "json"}:
-        raise typer.BadParameter("use 'text' or 'json'", param_hint="--log-format")
     configure_logging(log_format, log_level)
-
     settings = Settings.load(config, policy=policy, redis_url=redis_url)
     console.print(f"agentmem on http://{host}:{port}/v1  policy={settings.policy}  "
                   f"store={settings.redis_url or 'embedded'}")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
-                timeout_graceful_shutdown=10)
+    # Shutdown: uvicorn stops accepting and gives in-flight calls this long, then the app's
+    # lifespan gives their writes a little more and leaves the after-reply work recorded in
+    # Redis (see agentmem.pending): the process is gone within 10 s, whatever was pending.
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
+                                           log_level=log_level, timeout_graceful_shutdown=5))
+    with contextlib.suppress(KeyboardInterrupt):  # SIGINT, re-raised by uvicorn once it is done
+        server.run(sockets=[listener])
+    _exit_now(0 if server.started else 3)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind and listen on the port, or say in one line why not and exit with status 2.
+
+    The socket is handed to uvicorn, so the port cannot be taken between this check and the
+    server's start; connections that arrive while the models load wait in its backlog.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as error:
+        _fail(f"agentmem: cannot listen on {host}: {getattr(error, 'strerror', None) or error}")
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: TIME_WAIT is fine
+    try:
+        listener.bind(address)
+        listener.listen(2048)
+    except OSError as error:
+        listener.close()
+        if error.errno == errno.EADDRINUSE:
+            _fail(f"agentmem: port {port} on {host} is already in use")
+        _fail(f"agentmem: cannot listen on {host}:{port}: {error.strerror or error}")
+    return listener
+
+
+def _fail(line: str) -> NoReturn:
+    print(line, file=sys.stderr)
+    raise typer.Exit(2)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Leave without joining the inference threads. An embedding batch still running (a large
+    paste) would hold a normal interpreter exit for minutes; its job is recorded in Redis and
+    redone by the next start, and the lifespan has already closed the store."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @app.command()

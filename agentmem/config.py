@@ -55,6 +55,10 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     allow_policy_header: bool = Field(
         True, description="Let clients pick a preset per request with X-Agentmem-Policy.")
+    forward_params: list[str] = Field(
+        default_factory=list, description="Request fields the proxy forwards to litellm besides the "
+        "OpenAI chat parameters (which are always forwarded). Credentials and URLs (api_base, "
+        "api_key) belong in `models:` routes, never in a client's request.")
     policy_dirs: list[Path] = Field(
         default_factory=list, description="Folders of the operator's own policy files: a client "
         "may name one (file name without .yaml) in X-Agentmem-Policy, as it names a preset.")

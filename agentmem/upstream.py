@@ -31,6 +31,28 @@ litellm.drop_params = False
 
 _NOT_FOR_PROVIDER = {"model"}
 
+# What a client of the proxy may set in a request body: the OpenAI chat parameters and a few
+# provider-neutral ones litellm maps (timeout, top_k, thinking). Anything else a client sends
+# (api_base, base_url, api_key, extra_headers, litellm's own keys...) would let a client steer
+# the proxy's credentials to a URL of its choosing, so the proxy drops it (the library's
+# callers are the operator's own code and may pass any litellm keyword).
+CLIENT_PARAMS = frozenset({
+    "model", "messages", "audio", "frequency_penalty", "function_call", "functions",
+    "logit_bias", "logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities",
+    "n", "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
+    "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop",
+    "store", "stream", "stream_options", "temperature", "tool_choice", "tools", "top_logprobs",
+    "top_p", "user", "verbosity", "web_search_options", "timeout", "top_k", "thinking",
+})
+
+
+def client_params(body: dict, allowed: frozenset[str] = CLIENT_PARAMS) -> tuple[dict, list[str]]:
+    """The body with only the fields a proxy client may set, and the names of those dropped."""
+    dropped = sorted(key for key in body if key not in allowed)
+    if not dropped:
+        return body, []
+    return {key: value for key, value in body.items() if key in allowed}, dropped
+
 
 class Upstream(Protocol):
     """Where a clean request goes: one method, like httpx's transport. Tests and other

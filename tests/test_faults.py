@@ -42,15 +42,38 @@ def test_upstream_error_passes_through_and_stores_no_turns(client, http, session
                                        extra_headers={"X-Session-Id": session_id + "-429"})
 
 
-def test_unreachable_provider_is_a_clear_error(proxy, session_id):
-    response = httpx.post(f"{proxy.url}/v1/chat/completions", timeout=60,
-                          headers={"X-Session-Id": session_id},
-                          json={"model": "openai/echo", "api_base": f"http://127.0.0.1:{free_port()}/v1",
-                                "api_key": "sk-x", "messages": [{"role": "user", "content": "hi"}]})
+def test_unreachable_provider_is_a_clear_error(upstream, tmp_path, session_id):
+    dead = [{"name": "dead", "litellm_params": {
+        "model": "openai/echo", "api_base": f"http://127.0.0.1:{free_port()}/v1", "api_key": "sk-x"}}]
+    proxy = ThreadServer(create_app(Settings(data_dir=tmp_path, models=dead), warm_models=False)).start()
+    try:
+        response = httpx.post(f"{proxy.url}/v1/chat/completions", timeout=60,
+                              headers={"X-Session-Id": session_id},
+                              json={"model": "dead", "messages": [{"role": "user", "content": "hi"}]})
+    finally:
+        proxy.stop()
     assert response.status_code == 502  # a gateway that cannot reach its upstream; not our 500
     error = response.json()["error"]
     assert error["message"].startswith("upstream:") and error["type"] == "upstream_unreachable"
     assert " object at 0x" not in error["message"]
+
+
+def test_a_client_cannot_steer_the_provider_url_or_key(proxy, received, session_id):
+    """api_base / base_url / api_key / extra_headers in a body would send the route's key to a
+    URL of the client's choosing: the proxy drops them and says so."""
+    trap = free_port()
+    response = httpx.post(f"{proxy.url}/v1/chat/completions", timeout=60,
+                          headers={"X-Session-Id": session_id},
+                          json={"model": "echo", "messages": [{"role": "user", "content": "hi"}],
+                                "api_base": f"http://127.0.0.1:{trap}/v1",
+                                "base_url": f"http://127.0.0.1:{trap}/v1", "api_key": "sk-mine",
+                                "extra_headers": {"X-Leak": "1"}, "temperature": 0.2})
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "echo: hi"  # the route's upstream
+    warning = response.headers["x-agentmem-warning"]
+    assert "api_base, api_key, base_url, extra_headers" in warning
+    [sent] = received.requests()
+    assert sent["temperature"] == 0.2 and "api_key" not in sent
 
 
 def test_provider_too_slow_is_a_504(proxy, session_id, http):

@@ -79,6 +79,30 @@ def overhead(json_out: Path | None = typer.Option(None, "--json", help="Write th
 
 
 @bench_app.command()
+def reliability(json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
+                scale: str = typer.Option("small", help="'small' (CI, about two minutes) or "
+                                          "'full' (issue 13's sizes: 200 sessions x 20 turns, ...)."),
+                scenarios: str = typer.Option("abcdefg", help="Which to run: letters a-g (a "
+                                              "concurrent sessions, b one session many clients, c "
+                                              "proxy kill -9, d redis kill -9, e upstream faults, "
+                                              "f soak, g noisy neighbour)."),
+                seed: int = typer.Option(13, help="Seed of the random kill moments and delays.")):
+    """The real proxy under load, crashes and upstream faults: calls, errors by kind, acknowledged
+    turns lost or duplicated, p50/p99, peak RSS, per scenario."""
+    from agentmem.bench.reliability import SCALES, SCENARIOS, run_reliability
+
+    if scale not in SCALES:
+        raise typer.BadParameter(f"use one of {sorted(SCALES)}", param_hint="--scale")
+    letters = tuple(letter for letter in scenarios if letter.strip(", "))
+    unknown = sorted(set(letters) - set(SCENARIOS))
+    if unknown or not letters:
+        raise typer.BadParameter(f"unknown scenario(s) {unknown}; use letters of "
+                                 f"{''.join(SCENARIOS)}", param_hint="--scenarios")
+    emit(f"bench reliability ({scale})", run_reliability(scale=scale, scenarios=letters, seed=seed),
+         json_out)
+
+
+@bench_app.command()
 def plot(results: list[Path] = typer.Argument(..., exists=True, help="history bench JSON files."),
          out: Path = typer.Option(Path("bench-results/history_recall_vs_tokens.png"), help="PNG to write.")):
     """Plot evidence recall against token fraction from `bench history --json` results."""

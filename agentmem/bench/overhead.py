@@ -1,10 +1,13 @@
-"""`agentmem bench overhead`: what the proxy adds to a call, measured end to end.
+"""`agentmem bench overhead`: what the proxy adds to a call, side by side with LiteLLM's proxy.
 
-Three processes on loopback, as in production: the echo upstream, ``agentmem serve`` on a
-fresh embedded Redis, and this process as the client. Each measured call is made twice with
-the same messages, once with litellm straight to the upstream and once with litellm through
-the proxy (order alternating), so both sides pay the same client cost. Overhead at a
-percentile is proxied minus direct at that percentile.
+Processes on loopback, as in production: the echo upstream, ``agentmem serve`` on a fresh
+embedded Redis, LiteLLM's own proxy (``litellm --config``, a master key, no callbacks, the same
+upstream), and this process as the client. Every measured step sends the same messages to each
+target in a rotating order: the upstream itself with a raw ``httpx`` POST (the floor), the
+upstream through ``litellm.acompletion`` (litellm's client cost), LiteLLM's proxy, and agentmem
+under each preset. Proxies are called with the same raw ``httpx`` POST as the floor, so a
+target's overhead at a percentile is its latency minus the floor's at that percentile.
+Streaming is measured the same way as time to the first body byte (``ttfb_ms_p50``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +75,34 @@ def _wait_embedder(url: str, timeout: float = 120) -> None:
         time.sleep(0.2)
 
 
+def _start_litellm_proxy(workdir: Path, upstream: str, env: dict[str, str]
+                         ) -> tuple[subprocess.Popen, str, str] | None:
+    """LiteLLM's proxy as people run it (a master key, no callbacks, no database), or None when
+    the ``litellm`` command is not installed next to this Python."""
+    command = Path(sys.executable).with_name("litellm")
+    if not command.exists():
+        return None
+    key, port = f"sk-bench-{os.getpid()}", _free_port()
+    config = workdir / "litellm.yaml"
+    config.write_text(
+        "model_list:\n  - model_name: echo\n    litellm_params:\n      model: openai/echo\n"
+        f"      api_base: {upstream}\n      api_key: sk-bench\n"
+        "router_settings:\n  num_retries: 0\n"
+        "general_settings:\n  master_key: os.environ/LITELLM_MASTER_KEY\n")
+    litellm_env = {**env, "LITELLM_MASTER_KEY": key, "LITELLM_TELEMETRY": "False",
+                   "DISABLE_SCHEMA_UPDATE": "True"}
+    for name in ("DATABASE_URL",):
+        litellm_env.pop(name, None)
+    process = subprocess.Popen([str(command), "--config", str(config), "--port", str(port),
+                                "--host", "127.0.0.1"], env=litellm_env, cwd=workdir,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return process, f"http://127.0.0.1:{port}", key
+
+
 def run_overhead(*, calls: int = 200, turn_calls: int = 30,
                  sizes: tuple[int, ...] = (10, 100, 1000),
-                 policies: tuple[str, ...] = ("off", "default")) -> dict[str, Any]:
+                 policies: tuple[str, ...] = ("off", "default"),
+                 stream_calls: int = 50, litellm_proxy: bool = True) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="agentmem-bench-"))
     upstream_port, proxy_port = _free_port(), _free_port()
     upstream = f"http://127.0.0.1:{upstream_port}/v1"
@@ -86,14 +115,39 @@ def run_overhead(*, calls: int = 200, turn_calls: int = 30,
     processes = [_start(["echo-upstream", "--port", str(upstream_port)], env),
                  _start(["serve", "--port", str(proxy_port), "--config", str(config),
                          "--log-level", "warning"], env)]
+    peer = _start_litellm_proxy(workdir, upstream, env) if litellm_proxy else None
+    if peer is not None:
+        processes.append(peer[0])
     try:
         _wait(f"{upstream}/models", processes[0])
         _wait(f"http://127.0.0.1:{proxy_port}/healthz", processes[1])
         _wait_embedder(f"http://127.0.0.1:{proxy_port}/healthz")
-        return asyncio.run(_measure(upstream, f"http://127.0.0.1:{proxy_port}/v1", calls,
-                                    turn_calls, sizes, policies))
+        targets = [Target("floor", f"{upstream}/chat/completions", {})]
+        if peer is not None:
+            _wait(f"{peer[1]}/health/liveliness", peer[0], timeout=180)
+            targets.append(Target("litellm_proxy", f"{peer[1]}/v1/chat/completions",
+                                  {"Authorization": f"Bearer {peer[2]}"}))
+        agentmem = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
+        targets += [Target(name, agentmem, {"X-Agentmem-Policy": name}, session=True)
+                    for name in policies]
+        return asyncio.run(_measure(upstream, targets, calls, turn_calls, sizes, stream_calls))
     finally:
         _stop(processes)
+
+
+@dataclass
+class Target:
+    """One place a chat request can go: its URL, its headers, whether it keeps sessions."""
+
+    name: str
+    url: str
+    headers: dict[str, str]
+    session: bool = False
+
+    def headers_for(self, conversation: str) -> dict[str, str]:
+        if not self.session:
+            return self.headers
+        return {**self.headers, "X-Session-Id": f"{self.name}-{conversation}"}
 
 
 def _stop(processes: list[subprocess.Popen], grace: float = 30) -> None:
@@ -109,73 +163,142 @@ def _stop(processes: list[subprocess.Popen], grace: float = 30) -> None:
             process.wait()
 
 
-async def _measure(upstream: str, proxy: str, calls: int, turn_calls: int,
-                   sizes: tuple[int, ...], policies: tuple[str, ...]) -> dict[str, Any]:
+async def _measure(upstream: str, targets: list[Target], calls: int, turn_calls: int,
+                   sizes: tuple[int, ...], stream_calls: int) -> dict[str, Any]:
     from agentmem.upstream import litellm
 
-    async def once(api_base: str, messages: list[dict], headers: dict | None) -> tuple[float, Any]:
-        started = time.perf_counter()
-        response = await litellm.acompletion(model="openai/echo", messages=messages,
-                                             api_base=api_base, api_key="sk-bench",
-                                             extra_headers=headers)
-        return (time.perf_counter() - started) * 1000, response
+    async with httpx.AsyncClient(timeout=120) as http:
 
-    async def pair(messages, headers, flip: bool, samples: dict) -> dict:
-        order = [(proxy, headers), (upstream, None)] if flip else [(upstream, None), (proxy, headers)]
-        reply = None
-        for api_base, extra in order:
-            elapsed, response = await once(api_base, messages, extra)
-            samples["proxy" if api_base == proxy else "direct"].append(elapsed)
-            if api_base == proxy:
-                reply = response.choices[0].message.model_dump(exclude_none=True)
-        assert reply is not None  # the proxy is always one of the two calls
-        return reply
+        async def post(target: Target, messages: list[dict], conversation: str) -> tuple[float, dict]:
+            started = time.perf_counter()
+            response = await http.post(target.url, headers=target.headers_for(conversation),
+                                       json={"model": "echo", "messages": messages})
+            elapsed = (time.perf_counter() - started) * 1000
+            response.raise_for_status()
+            return elapsed, response.json()
 
-    result: dict[str, Any] = {}
-    for policy in policies:
-        # Warm both paths for this policy (litellm's client, the proxy's connections, and for
-        # `default` the embedder's first inferences), then let background work settle.
+        async def direct(messages: list[dict]) -> float:
+            started = time.perf_counter()
+            await litellm.acompletion(model="openai/echo", messages=messages, api_base=upstream,
+                                      api_key="sk-bench")
+            return (time.perf_counter() - started) * 1000
+
+        async def first_byte(target: Target, messages: list[dict], conversation: str) -> float:
+            started = time.perf_counter()
+            async with http.stream("POST", target.url, headers=target.headers_for(conversation),
+                                   json={"model": "echo", "messages": messages,
+                                         "stream": True}) as response:
+                response.raise_for_status()
+                elapsed = None
+                async for _ in response.aiter_raw():
+                    if elapsed is None:
+                        elapsed = (time.perf_counter() - started) * 1000
+            return elapsed if elapsed is not None else (time.perf_counter() - started) * 1000
+
+        async def step(messages: list[dict], conversation: str, turn: int,
+                       samples: dict[str, list[float]]) -> dict:
+            """Every target once, in an order that rotates with the step; the reply appended
+            to the conversation is the last session-keeping target's (agentmem's)."""
+            order = [*targets, None]  # None: litellm straight to the upstream
+            shift = turn % len(order)
+            reply: dict | None = None
+            for target in order[shift:] + order[:shift]:
+                if target is None:
+                    samples["direct"].append(await direct(messages))
+                    continue
+                elapsed, body = await post(target, messages, conversation)
+                samples[target.name].append(elapsed)
+                if target.session or reply is None:
+                    reply = body["choices"][0]["message"]
+            assert reply is not None
+            return {"role": "assistant", "content": reply.get("content") or ""}
+
+        # Warm every path (connections, litellm's client, agentmem's models), then settle.
+        warm = _empty_samples(targets)
         for i in range(20):
-            await pair([{"role": "user", "content": _text(i)}],
-                       {"X-Session-Id": f"warm-{policy}-{i}", "X-Agentmem-Policy": policy},
-                       i % 2 == 1, {"proxy": [], "direct": []})
+            await step([{"role": "user", "content": _text(i)}], f"warm-{i}", i, warm)
         await asyncio.sleep(2)
-        samples: dict[str, list[float]] = {"proxy": [], "direct": []}
+
+        samples = _empty_samples(targets)
         for conversation in range(max(1, calls // 10)):
             history: list[dict] = [{"role": "system", "content": "You are a support assistant."}]
-            headers = {"X-Session-Id": f"{policy}-{conversation}", "X-Agentmem-Policy": policy}
-            for step in range(10):
-                history.append({"role": "user", "content": _text(conversation * 10 + step)})
-                history.append(await pair(history, headers, step % 2 == 1, samples))
-        result[policy] = _summary(samples)
+            for turn in range(10):
+                history.append({"role": "user", "content": _text(conversation * 10 + turn)})
+                history.append(await step(history, str(conversation), turn, samples))
 
-    result["by_turns"] = {}
+        ttfb: dict[str, list[float]] = {t.name: [] for t in targets}
+        for i in range(stream_calls):
+            messages = [{"role": "user", "content": _text(i, 3)}]
+            shift = i % len(targets)
+            for target in targets[shift:] + targets[:shift]:
+                ttfb[target.name].append(await first_byte(target, messages, f"stream-{i}"))
+
+        result = _side_by_side(samples, ttfb)
+        sweep = next((t for t in reversed(targets) if t.session), None)
+        result["by_turns"] = ({} if sweep is None else
+                              await _by_turns(post, direct, sweep, sizes, turn_calls))
+        return result
+
+
+def _empty_samples(targets: list[Target]) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {target.name: [] for target in targets}
+    samples["direct"] = []
+    return samples
+
+
+def _side_by_side(samples: dict[str, list[float]], ttfb: dict[str, list[float]]) -> dict[str, Any]:
+    """Per target: latency p50/p99, overhead over the floor, streaming first byte; and the
+    ratios of agentmem's overhead to LiteLLM's proxy's."""
+    floor = samples["floor"]
+    out: dict[str, Any] = {}
+    for name, values in samples.items():
+        entry = {"ms_p50": round(percentile(values, 0.5), 3),
+                 "ms_p99": round(percentile(values, 0.99), 3), "n": len(values)}
+        if name != "floor":
+            entry["overhead_ms_p50"] = round(percentile(values, 0.5) - percentile(floor, 0.5), 3)
+            entry["overhead_ms_p99"] = round(percentile(values, 0.99) - percentile(floor, 0.99), 3)
+        if ttfb.get(name):
+            entry["ttfb_ms_p50"] = round(percentile(ttfb[name], 0.5), 3)
+        out[name] = entry
+    peer = out.get("litellm_proxy", {}).get("overhead_ms_p50")
+    if peer:
+        out["ratios"] = {f"{name}_vs_litellm_proxy": round(entry["overhead_ms_p50"] / peer, 3)
+                         for name, entry in out.items()
+                         if name not in {"floor", "direct", "litellm_proxy"}}
+    return out
+
+
+async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
+                    turn_calls: int) -> dict[str, Any]:
+    """Long sessions through one agentmem preset: the proxy's latency minus litellm's direct
+    call with the same messages (a longer history costs the client and upstream too)."""
+    out: dict[str, Any] = {}
     for size in sizes:
         history = [{"role": "system", "content": "You are a support assistant."}]
         for i in range(size - 1):
             history.append({"role": "user" if i % 2 == 0 else "assistant", "content": _text(i)})
         if history[-1]["role"] == "user":
             history.append({"role": "assistant", "content": _text(size)})
-        headers = {"X-Session-Id": f"turns-{size}", "X-Agentmem-Policy": policies[-1]}
         history.append({"role": "user", "content": "Seed the session."})
-        history.append((await once(proxy, history, headers))[1].choices[0].message.model_dump(
-            exclude_none=True))  # ingest of the whole history happens here, not measured
-        samples = {"proxy": [], "direct": []}
+        conversation = f"turns-{size}"
+        _, body = await post(target, history, conversation)  # ingest of the whole history
+        history.append({"role": "assistant", "content": body["choices"][0]["message"]["content"]})
+        proxied, plain = [], []
         for step in range(turn_calls):
             history.append({"role": "user", "content": _text(step, 3)})
-            history.append(await pair(history, headers, step % 2 == 1, samples))
-        result["by_turns"][str(size)] = {**_summary(samples), "messages": len(history)}
-    return result
-
-
-def _summary(samples: dict[str, list[float]]) -> dict[str, float]:
-    proxy, direct = samples["proxy"], samples["direct"]
-    return {
-        "overhead_ms_p50": round(percentile(proxy, 0.5) - percentile(direct, 0.5), 3),
-        "overhead_ms_p99": round(percentile(proxy, 0.99) - percentile(direct, 0.99), 3),
-        "direct_ms_p50": round(percentile(direct, 0.5), 3),
-        "proxy_ms_p50": round(percentile(proxy, 0.5), 3),
-        "direct_ms_p99": round(percentile(direct, 0.99), 3),
-        "proxy_ms_p99": round(percentile(proxy, 0.99), 3),
-        "n": len(proxy),
-    }
+            pair = [("proxy", target), ("direct", None)]
+            for kind, _ in pair if step % 2 else reversed(pair):
+                if kind == "direct":
+                    plain.append(await direct(history))
+                else:
+                    elapsed, body = await post(target, history, conversation)
+                    proxied.append(elapsed)
+            history.append({"role": "assistant",
+                            "content": body["choices"][0]["message"]["content"]})
+        out[str(size)] = {
+            "overhead_ms_p50": round(percentile(proxied, 0.5) - percentile(plain, 0.5), 3),
+            "overhead_ms_p99": round(percentile(proxied, 0.99) - percentile(plain, 0.99), 3),
+            "proxy_ms_p50": round(percentile(proxied, 0.5), 3),
+            "direct_ms_p50": round(percentile(plain, 0.5), 3),
+            "n": len(proxied), "messages": len(history), "policy": target.name}
+    return out

@@ -19,6 +19,8 @@ from agentmem.proxy.errors import install_error_handlers
 
 log = logging.getLogger("agentmem.proxy")
 
+SHUTDOWN_GRACE_S = 3.0  # for calls' writes after uvicorn's own grace (see ``agentmem serve``)
+
 
 def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = None,
                warm_models: bool = True) -> FastAPI:
@@ -30,15 +32,13 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
         warm = None
         if warm_models and engine.policy.embed:  # load MiniLM now, not on the first request
             warm = asyncio.get_running_loop().create_task(run_inference(engine.embedder.load))
+        stopping = asyncio.Event()
+        _resume_after(engine, warm, stopping)  # jobs a stopped or crashed server left behind
         try:
             yield
         finally:
-            if warm is not None:
-                with contextlib.suppress(Exception):
-                    await warm
-            await engine.aclose()
-            if hygiene is None:
-                engine.connector.close()
+            stopping.set()
+            await _shut_down(engine, warm, close_store=hygiene is None)
 
     app = FastAPI(title="agentmem", version=__version__, lifespan=lifespan)
     app.state.settings = settings
@@ -70,3 +70,33 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
                 "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
 
     return app
+
+
+def _resume_after(engine: Hygiene, warm: asyncio.Task | None, stopping: asyncio.Event) -> None:
+    """Start redoing orphaned jobs once the models are loaded: loading two transformers models
+    at once from two threads races in their lazy imports ("cannot import name ...")."""
+    if warm is None:
+        engine.resume_pending()
+        return
+
+    def loaded(task: asyncio.Task) -> None:
+        if not stopping.is_set():  # the server may have begun shutting down meanwhile
+            engine.resume_pending()
+
+    warm.add_done_callback(loaded)
+
+
+async def _shut_down(engine: Hygiene, warm: asyncio.Task | None, *, close_store: bool) -> None:
+    """Quick and losing nothing: uvicorn has stopped accepting and given in-flight calls their
+    grace; their writes get ``SHUTDOWN_GRACE_S`` more; the work after replies is not waited for
+    (a large paste's embeddings take minutes) but stays recorded in Redis, where the next start
+    or another replica picks it up. A model still loading is left to the process exit."""
+    if warm is not None:
+        if warm.done():
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                warm.result()
+        else:
+            warm.cancel()
+    await engine.aclose(drain=False, grace_s=SHUTDOWN_GRACE_S)
+    if close_store:
+        await asyncio.to_thread(engine.connector.close)

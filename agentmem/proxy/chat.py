@@ -20,6 +20,7 @@ from agentmem.errors import AgentmemError, PolicyError
 from agentmem.policy import preset_names
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.body import read_json
+from agentmem.upstream import CLIENT_PARAMS, client_params
 
 router = APIRouter()
 
@@ -35,9 +36,15 @@ async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
     stateful = (headers.get("x-agentmem-stateful", "").lower() in _TRUE
                 or (isinstance(metadata, dict) and metadata.get("agentmem_stateful") is True))
     policy = header_policy(headers.get("x-agentmem-policy"), state.settings)
+    if isinstance(body, dict):
+        body, dropped = client_params(body, CLIENT_PARAMS | frozenset(state.settings.forward_params))
+    else:
+        dropped = []
 
     async with state.hygiene.call(body, tenant=tenant, session_id=headers.get("x-session-id"),
                                   stateful=stateful, policy=policy) as call:
+        if dropped:
+            call.report.warnings.append(f"fields not forwarded to the provider: {', '.join(dropped)}")
         try:
             response = await call.send()
         except AgentmemError as error:

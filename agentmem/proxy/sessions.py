@@ -38,7 +38,7 @@ async def _existing(request: Request, tenant: str, session_id: str) -> tuple[Any
 
 @router.get("")
 async def list_sessions(request: Request, tenant: str = Depends(tenant_of),
-                        limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0)):
+                        limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0, le=10**9)):
     try:
         sessions = await _store(request).list_sessions(tenant, limit=limit, offset=offset)
     except StoreUnavailable as error:
