@@ -30,15 +30,20 @@ from agentmem.identity import session_id_for
 from agentmem.ingest import (
     build_turns,
     chain_hashes,
-    embed_turns,
     message_tokens,
     messages_tokens,
     tools_tokens,
 )
-from agentmem.messages import chain_hash, check_conversation, message_hash, parse_chat_request
+from agentmem.messages import (
+    chain_hash,
+    check_conversation,
+    message_hash,
+    parse_chat_request,
+    text_of,
+)
 from agentmem.metrics import Metrics
 from agentmem.models.embedder import Embedder, default_embedder, to_bytes
-from agentmem.models.runtime import in_background, run_inference
+from agentmem.models.runtime import in_background
 from agentmem.pending import AfterReplyJob, AfterReplyWork
 from agentmem.policy import Policy, load_policy
 from agentmem.report import Report, StageRun
@@ -349,7 +354,7 @@ class Hygiene:
         prefix = call.prefix
         assert prefix is not None  # matched above whenever the store is in use
         call.chains = chains
-        call.new_turns = build_turns(history, chains, prefix.matched, prefix.next_turn_id)
+        call.new_turns = await _turns_of(history, chains, prefix.matched, prefix.next_turn_id)
         call.tokens_before = (prefix.tokens_matched + sum(t.tokens for t in call.new_turns)
                               + tools_tokens(body.get("tools")))
         report = call.report
@@ -650,11 +655,10 @@ class Call:
     async def _after_reply_work(self, turns: list[TurnRecord]) -> None:
         assert self.store is not None
         try:
-            known = self.hygiene.state.corpora.known_vectors(self.handle.tenant,
-                                                             self.handle.session_id, turns)
-            embeddings = {turn_id: to_bytes(v) for turn_id, v in known.items()}
-            rest = [turn for turn in turns if turn.id not in known]
-            embeddings.update(await run_inference(embed_turns, self.hygiene.embedder, rest))
+            # the call's vectors, the session's background fill, then the rest (fair, bounded)
+            vectors = await self.hygiene.state.corpora.turn_vectors(
+                self.handle.tenant, self.handle.session_id, turns)
+            embeddings = {turn_id: to_bytes(v) for turn_id, v in vectors.items()}
             await self.store.add_embeddings(self.handle, embeddings, ttl=self.policy.ttl_seconds)
         except Exception as error:  # noqa: BLE001 - a model fault never fails a call
             log.warning("session %s: embeddings failed: %s", self.handle.session_id, error)
@@ -705,6 +709,15 @@ def reply_message(message: Any) -> dict[str, Any]:
     else:
         out.pop("tool_calls", None)
     return out
+
+
+async def _turns_of(history: list[dict[str, Any]], chains: list[str], start: int,
+                   first_id: int) -> list[TurnRecord]:
+    """``build_turns``, in a thread when the new text is large: splitting and counting a 1 MB
+    paste is ~1 s of CPU that would stall every other session's call on this event loop."""
+    if sum(len(text_of(m)) for m in history[start:]) > 100_000:
+        return await asyncio.to_thread(build_turns, history, chains, start, first_id)
+    return build_turns(history, chains, start, first_id)
 
 
 def _edited(draft: Draft, history: list[dict[str, Any]]) -> bool:

@@ -43,6 +43,17 @@ class Span(NamedTuple):
 
 def split_sentences(text: str) -> list[Span]:
     """Split ``text`` into sentence spans; ``text[s.start:s.end]`` is the trimmed sentence."""
+    if len(text) >= 100_000:  # a paste: ingest and the corpus both split it (up to 1 s of
+        return list(_split_long(text))  # CPU for 1 MB on a loaded core), so split it once
+    return _split(text)
+
+
+@lru_cache(maxsize=4)
+def _split_long(text: str) -> tuple[Span, ...]:
+    return tuple(_split(text))
+
+
+def _split(text: str) -> list[Span]:
     spans: list[Span] = []
     for block in _BLOCK.finditer(text):
         _split_block(text, block.start(), block.end(), spans)

@@ -20,7 +20,8 @@ def test_overhead_bench_writes_the_documented_keys(tmp_path):
     result = json.loads(out.read_text())
     for policy in ("off", "default"):
         assert set(result[policy]) >= {"overhead_ms_p50", "overhead_ms_p99"}
-        assert result[policy]["n"] == 10 and result[policy]["direct_ms_p50"] > 0
+        assert result[policy]["n"] == 10 and result[policy]["ms_p50"] > 0
+    assert result["floor"]["ms_p50"] > 0 and result["direct"]["n"] == 10
     assert set(result["by_turns"]) == {"10", "30"}
     assert result["by_turns"]["30"]["messages"] >= 30
 

@@ -59,7 +59,29 @@ def _runner(kind: str, **options):
 
 
 for _kind in READERS:
-    bench_app.command(_kind)(_kind_command(_kind))
+    if _kind != "tools":  # tools has its own command below (--warm)
+        bench_app.command(_kind)(_kind_command(_kind))
+
+
+@bench_app.command("tools")
+def tools(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benchmark file."),
+          policy: str = typer.Option("default", help="Policy preset or YAML path."),
+          json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
+          warm: Path | None = typer.Option(None, exists=True, dir_okay=False, help="Traffic file "
+                                           "(past queries and the tools called) to warm the usage "
+                                           "memory with first; the result then has both runs.")):
+    """Run the tools benchmark on a file in its FORMATS.md format (with --warm: before and after
+    warming the usage memory, learning frozen while measuring)."""
+    from agentmem.bench.tools import read_traffic, run_tools
+
+    try:
+        records = READERS["tools"](data)
+        traffic = read_traffic(warm) if warm is not None else None
+    except BenchDataError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    emit("bench tools" + (" (warmed)" if warm else ""), run_tools(records, policy=policy, warm=traffic),
+         json_out)
 
 
 @bench_app.command()

@@ -8,6 +8,15 @@ alone, so the hybrid's gain is measured at equal size. Latency is the tools stag
 ``min_offered``): the cold pass includes embedding tool lists seen for the first time and
 waiting for the query embedding the call prefetched; the warm pass repeats such records with
 their query vector memoised, which is the stage's selection cost with embeddings cached.
+
+``--warm FILE`` (a traffic file: past queries and the tools the model called) measures the
+usage memory: the records are fed to a fresh engine's memory first, as if the model had called
+their gold tools after their queries (definitions resolved by name from the evaluation file's
+tools, so each lands on the identity the stage will look up), skipping any whose query is also
+an evaluation query; then learning is frozen and the evaluation file is measured. A run
+without the warm-up, on another fresh engine, comes first, so both numbers are in one result.
+Besides the adaptive selection's recall, recall at fixed k (the k best by the stage's final
+scores) is reported for both.
 """
 
 from __future__ import annotations
@@ -17,7 +26,9 @@ import tempfile
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
+from agentmem.bench.formats import ToolsRecord, read_jsonl
 from agentmem.bench.results import percentile
 from agentmem.errors import InvalidRequest
 from agentmem.ingest import tools_tokens
@@ -25,6 +36,21 @@ from agentmem.lexical import terms
 from agentmem.policy import Policy, load_policy
 
 WARM_RECORDS = 200
+RECALL_AT = (5, 10)
+
+
+class TrafficRecord(BaseModel):
+    """One past call of a traffic file: the user's request and the tool(s) the model called."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    query: str
+    gold: list[str]
+
+
+def read_traffic(path) -> list[TrafficRecord]:
+    return read_jsonl(path, TrafficRecord)
 
 
 def bench_policy(policy: Policy) -> Policy:
@@ -40,6 +66,28 @@ class _Tally:
     def __init__(self) -> None:
         self.rows: list[tuple[int, bool, int, int, float, float]] = []  # offered, has gold, hits,
         # gold count, tool fraction, token fraction
+        self.gold_ranks: list[int] = []  # per record with gold: the worst rank of its gold tools
+
+    def rank(self, offered: list[dict[str, Any]], scores: dict[str, float] | None,
+             gold: list[str]) -> None:
+        """Where the record's gold tools rank by the stage's final scores (1 = best; ties keep
+        the list's order). Without scores (the stage left the list alone) every tool counts
+        as rank 1; a gold tool that was not offered never counts as found."""
+        if not gold:
+            return
+        names = [_name(t) for t in offered]
+        if scores is None:
+            ranks = dict.fromkeys(names, 1)
+        else:
+            order = sorted(range(len(names)), key=lambda i: -scores.get(names[i], -np.inf))
+            ranks = {}
+            for position, index in enumerate(order, 1):
+                ranks.setdefault(names[index], position)
+        self.gold_ranks.append(max(ranks.get(g, 10**9) for g in gold))
+
+    def recall_at(self, ks=RECALL_AT) -> dict[str, float]:
+        ranks = np.asarray(self.gold_ranks)
+        return {str(k): float(np.mean(ranks <= k)) if len(ranks) else 0.0 for k in ks}
 
     def add(self, offered: list[dict[str, Any]], kept: list[dict[str, Any]], gold: list[str]) -> None:
         names = {_name(t) for t in kept}
@@ -80,17 +128,34 @@ async def _baselines(record, messages, kept_count: int, tallies: dict[str, _Tall
         tallies[name].add(tools, [tools[i] for i in top], record.gold)
 
 
-async def _run(records, policy_name: str) -> dict[str, Any]:
+async def _run(records, policy_name: str, traffic=None) -> dict[str, Any]:
+    policy = bench_policy(load_policy(policy_name))
+    if traffic is None:
+        return await _measure(records, policy)
+    cold = await _measure(records, policy)
+    warm = await _measure(records, policy, traffic)
+    keys = ("gold_recall", "tool_recall", "tool_fraction", "token_fraction", "kept_mean",
+            "recall_at", "latency_ms_p50", "warm_latency_ms_p50")
+    return {**warm, "without_warm_up": {key: cold[key] for key in keys}}
+
+
+async def _measure(records, policy: Policy, traffic=None) -> dict[str, Any]:
+    """One fresh engine (its own embedded Redis): warm its usage memory when traffic is given,
+    then run every record through the pipeline with learning frozen."""
     from agentmem.api import Hygiene
     from agentmem.config import Settings
 
-    policy = bench_policy(load_policy(policy_name))
+    memory = policy.tools.memory.model_copy(update={"learn": False})
+    policy = policy.model_copy(update={"tools": policy.tools.model_copy(update={"memory": memory})})
     hygiene = Hygiene(policy, settings=Settings(data_dir=tempfile.mkdtemp(prefix="agentmem-tools-")))
     stage = _Tally()
     tallies = {name: _Tally() for name in ("keep_all", "embedding_only", "bm25_only")}
     cold, warm, hygiene_ms = [], [], []
     invalid = 0
+    warm_up = None
     try:
+        if traffic is not None:
+            warm_up = await warm_memory(hygiene, traffic, records)
         for number, record in enumerate(records):
             messages = record.messages or [{"role": "user", "content": record.query}]
             try:
@@ -100,6 +165,7 @@ async def _run(records, policy_name: str) -> dict[str, Any]:
                 continue
             kept = result.tools or []
             stage.add(record.tools, kept, record.gold)
+            stage.rank(record.tools, _stage_scores(result.report), record.gold)
             if _scored(record, policy):
                 cold.append(_stage_ms(result.report))
                 hygiene_ms.append(result.report.latency_ms.get("hygiene", 0.0))
@@ -116,8 +182,9 @@ async def _run(records, policy_name: str) -> dict[str, Any]:
         await hygiene.aclose()
         hygiene.connector.close()
     offered = [r[0] for r in stage.rows]
-    return {
+    out = {
         **stage.summary(),
+        "recall_at": {**stage.recall_at(), "adaptive": stage.summary()["gold_recall"]},
         "latency_ms_p50": percentile(cold, 0.5), "latency_ms_p95": percentile(cold, 0.95),
         "warm_latency_ms_p50": percentile(warm, 0.5), "warm_latency_ms_p95": percentile(warm, 0.95),
         "hygiene_ms_p50": percentile(hygiene_ms, 0.5), "scored_records": len(cold),
@@ -131,6 +198,58 @@ async def _run(records, policy_name: str) -> dict[str, Any]:
         "policy": policy.name, "stages": policy.stages,
         "settings": policy.tools.model_dump(),
     }
+    if warm_up is not None:
+        out["warm_up"] = warm_up
+    return out
+
+
+async def warm_memory(hygiene, traffic: list[TrafficRecord], records: list[ToolsRecord]
+                      ) -> dict[str, Any]:
+    """Feed the traffic to the engine's usage memory, as if the model had called each record's
+    gold tools after its query, skipping queries that are also evaluation queries (a warm-up
+    must never see what it is measured on)."""
+    from agentmem.state.toolcat import function_of
+    from agentmem.tools_memory import ToolExample, add_tool_examples
+
+    evaluated = {_normal(r.query) for r in records}
+    evaluated |= {_normal(str(r.messages[-1].get("content") or "")) for r in records if r.messages}
+    schemas: dict[str, dict[str, Any]] = {}  # name -> {schema json: parameters}
+    for record in records:
+        for tool in record.tools:
+            function = function_of(tool)
+            parameters = function.get("parameters") or {}
+            schemas.setdefault(str(function.get("name") or ""), {})[repr(parameters)] = parameters
+    examples: list[ToolExample] = []
+    skipped = unknown = 0
+    for item in traffic:
+        if _normal(item.query) in evaluated:
+            skipped += 1
+            continue
+        for name in item.gold:
+            known = schemas.get(name)
+            unknown += known is None
+            for parameters in (known or {"": None}).values():
+                examples.append(ToolExample(query=item.query, tool=name, parameters=parameters))
+    added = await add_tool_examples(hygiene, examples) if examples else {"added": 0, "tools": 0}
+    return {"records": len(traffic), "used": len(traffic) - skipped,
+            "skipped_evaluation_queries": skipped, "examples": added["added"],
+            "tools": added["tools"], "unknown_tool_names": unknown}
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _stage_scores(report) -> dict[str, float] | None:
+    """The tools stage's final score per tool name, from its summary decision."""
+    from agentmem.report import Action
+
+    for run in report.stages:
+        if run.stage == "tools":
+            for decision in run.decisions:
+                if decision.action == Action.KEEP_TOOLS:
+                    return (decision.detail or {}).get("scores")
+    return None
 
 
 def _irrelevance(tally: _Tally) -> dict[str, Any]:
@@ -149,5 +268,5 @@ def _stage_ms(report) -> float:
     return next((run.latency_ms for run in report.stages if run.stage == "tools"), 0.0)
 
 
-def run_tools(records, *, policy: str) -> dict[str, Any]:
-    return asyncio.run(_run(records, policy))
+def run_tools(records, *, policy: str, warm: list[TrafficRecord] | None = None) -> dict[str, Any]:
+    return asyncio.run(_run(records, policy, warm))

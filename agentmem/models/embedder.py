@@ -12,6 +12,9 @@ from functools import lru_cache
 import numpy as np
 
 DIMENSION = 384
+# MiniLM reads 256 word pieces; a piece is rarely over 24 characters, so longer texts are cut
+# here: tokenizing a 1 MB paste in full took ~1 s for a vector of its first 256 pieces.
+MAX_CHARS = 256 * 24
 
 
 class Embedder:
@@ -45,12 +48,13 @@ class Embedder:
         return self._model
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Unit-normalised float32 embeddings, one row per text."""
+        """Unit-normalised float32 embeddings, one row per text (of its first ``MAX_CHARS``)."""
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
         import torch
 
         model = self.load()
+        texts = [text[:MAX_CHARS] for text in texts]
         chunks = []
         for start in range(0, len(texts), self.batch_size):
             # The inference workers share one model. Its fast tokenizer is not thread-safe

@@ -13,7 +13,7 @@ from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
 from agentmem.models.runtime import run_inference
-from agentmem.proxy import chat, highlight, metrics, sessions, ui
+from agentmem.proxy import chat, highlight, metrics, sessions, tools_feedback, ui
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.errors import install_error_handlers
 
@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
     app.include_router(highlight.router)
     app.include_router(metrics.router)
     app.include_router(ui.router)
+    app.include_router(tools_feedback.router)
 
     @app.get("/v1/models")
     async def models(tenant: str = Depends(tenant_of)):

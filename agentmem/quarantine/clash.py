@@ -102,9 +102,11 @@ def _silent(older: str, newer: str) -> bool:
 
 
 def _earlier_same_source(statements: Statements, row: int) -> list[int]:
+    """Rows of earlier turns with the row's source, in order. The position test is numpy: a
+    scan per row in Python made a 10,000-sentence paste cost minutes (quadratic)."""
     position, source = int(statements.position[row]), statements.sources[row]
-    return [i for i in range(statements.size)
-            if statements.position[i] < position and statements.sources[i] == source]
+    earlier = np.flatnonzero(statements.position < position).tolist()
+    return [i for i in earlier if statements.sources[i] == source]
 
 
 def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:

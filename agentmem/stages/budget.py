@@ -18,7 +18,7 @@ from agentmem.conversation import query_of, recent_start
 from agentmem.ingest import message_tokens, tools_tokens
 from agentmem.messages import text_of
 from agentmem.models.embedder import from_bytes
-from agentmem.models.runtime import run_inference
+from agentmem.models.runtime import embed
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, OutgoingMessage, Stage, StageContext
 
@@ -75,9 +75,14 @@ class BudgetStage(Stage):
             pinned = any(m.role in {"system", "developer"} or m.index >= protected_from for m in unit)
             (fixed if pinned else optional).append(number)
         remaining = budget - sum(cost[n] for n in fixed) - tools_tokens(draft.tools)
-        vectors = await self._vectors([units[n] for n in optional], query_of(history), context)
+        vectors, known = await self._vectors([units[n] for n in optional], query_of(history),
+                                             context)
         query_vector, unit_vectors = vectors[0], vectors[1:]
         relevance = unit_vectors @ query_vector
+        if not known.all():  # past the call's embedding budget: a neutral relevance
+            relevance[~known] = float(np.median(relevance[known])) if known.any() else 0.0
+            context.report.warnings.append(f"budget: {int((~known).sum()):,} messages not "
+                                           "embedded in time; ranked by redundancy only")
         similarity = unit_vectors @ unit_vectors.T
         redundancy = np.zeros(len(optional))  # max similarity to anything chosen so far
         open_ = np.ones(len(optional), dtype=np.bool_)
@@ -103,8 +108,11 @@ class BudgetStage(Stage):
                 detail={"unit": [m.index for m in unit], "tokens": cost[number]}))
 
     @staticmethod
-    async def _vectors(units: list[list[OutgoingMessage]], query: str, context: StageContext) -> np.ndarray:
-        """Row 0: the query; then one unit-normalised mean vector per unit (cached ones first)."""
+    async def _vectors(units: list[list[OutgoingMessage]], query: str, context: StageContext
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Row 0: the query; then one unit-normalised mean vector per unit (cached ones first;
+        at most the call's embedding budget embedded now, the others zero). Also, per unit,
+        whether it has a vector."""
         embedder = context.state.embedder
         cached: dict[int, Any] = {}
         if context.store is not None and context.session is not None:
@@ -112,14 +120,18 @@ class BudgetStage(Stage):
             wanted = {u[0].index: ids[u[0].index] for u in units if u[0].index < len(ids)}
             raw = await context.store.embeddings(context.session, list(wanted.values()))
             cached = {index: raw[turn] for index, turn in wanted.items() if turn in raw}
-        texts = [" ".join(text_of(m.message) for m in unit)[:2000] for unit in units
-                 if unit[0].index not in cached]
-        fresh = iter(await run_inference(embedder.encode, texts))
+        budget = context.state.limits.call_path_sentences
+        todo = [unit for unit in units if unit[0].index not in cached][:budget]
+        texts = [" ".join(text_of(m.message) for m in unit)[:2000] for unit in todo]
+        fresh = dict(zip((unit[0].index for unit in todo), await embed(embedder.encode, texts)))
         rows = [await context.query_vector(query)]
-        for unit in units:
+        known = np.ones(len(units), np.bool_)
+        for number, unit in enumerate(units):
             if unit[0].index in cached:
                 vector = from_bytes(cached[unit[0].index]).mean(axis=0)
             else:
-                vector = next(fresh)
+                vector = fresh.get(unit[0].index)
+                if vector is None:
+                    vector, known[number] = np.zeros_like(rows[0]), False
             rows.append(vector / (np.linalg.norm(vector) or 1.0))
-        return np.vstack(rows) if len(rows) > 1 else np.asarray(rows)
+        return (np.vstack(rows) if len(rows) > 1 else np.asarray(rows)), known

@@ -64,6 +64,9 @@ class PruneSettings(BaseModel):
         0, ge=0, description="Best recalled older turns the pruner rescores (0: embeddings and "
         "BM25 only, the fast path).")
     rerank_weight: float = Field(1.0, ge=0, description="Weight of the pruner's probability.")
+    pruner_sentences: int = Field(
+        256, ge=0, description="Sentences of large tool outputs the pruner scores per call; "
+        "past them, a sentence is kept only if it shares a term with the query.")
 
 
 
@@ -141,6 +144,11 @@ class PruneStage(Stage):
         vector = await context.query_vector(query)
         score = np.zeros(len(corpus.spans), dtype=np.float32)
         score[rows] = corpus.vectors[rows] @ vector
+        unembedded = rows[~corpus.embedded[rows]]
+        if len(unembedded):
+            _impute_dense(score, rows, corpus.embedded, corpus.position)
+            context.report.warnings.append(f"prune: {len(unembedded):,} sentences not embedded "
+                                           "in time; scored lexically")
         lexical = corpus.lexical.scores(terms(query))[rows]
         if lexical.max() > 0:
             score[rows] += settings.lexical_weight * lexical / lexical.max()
@@ -229,18 +237,37 @@ class PruneStage(Stage):
         pruner = await run_inference(cached_pruner, settings.checkpoint or default_pruner_path())
         threshold = settings.threshold if settings.threshold is not None else pruner.threshold
         rule = settings.rule or pruner.rule
+        room, unscored = settings.pruner_sentences, 0
         for candidate in outputs:
-            scores = (await run_inference(_score_transcript, pruner, query, [candidate]))[candidate.index]
-            keep = expand(scores.keep(threshold, rule), settings.neighbours)
+            head = Candidate(candidate.index, candidate.text, candidate.spans[:room], False,
+                             candidate.role)
+            room -= len(head.spans)
+            probabilities, keep = [], []
+            if head.spans:
+                scores = (await run_inference(_score_transcript, pruner, query, [head]))[head.index]
+                probabilities, keep = list(scores.probabilities), scores.keep(threshold, rule)
+            tail = candidate.spans[len(head.spans):]
+            if tail:  # past the call's pruner budget: the query's terms decide
+                unscored += len(tail)
+                lexical = _lexical_keep(candidate.text, tail, query)
+                probabilities += lexical
+                keep += [score > 0 for score in lexical]
+            keep = expand(keep, settings.neighbours)
             withheld = context.channels.excluded_spans.get(candidate.index, set())
             keep = [k and span not in withheld for k, span in zip(keep, candidate.spans)]
             if all(keep):
                 continue
             if not any(keep):
-                keep[int(np.argmax(scores.probabilities))] = True
+                keep[int(np.argmax(probabilities))] = True
+            reason = "below the pruner's keep threshold for the query" + (
+                " (past the pruner budget: no term of the query)" if tail else "")
             draft.replace_message(candidate.index, _shrink(
-                draft.message_at(candidate.index), candidate, keep, scores.probabilities,
-                context.run, "below the pruner's keep threshold for the query"))
+                draft.message_at(candidate.index), candidate, keep, probabilities,
+                context.run, reason))
+        if unscored:
+            context.report.warnings.append(
+                f"prune: {unscored:,} tool-output sentences past the pruner budget "
+                f"({settings.pruner_sentences}); kept only where they share a term with the query")
 
 
 def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], scores: list[float],
@@ -281,6 +308,31 @@ def _score_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[i
             kept_fraction_by_threshold=[score.kept_fraction_by_threshold[i] for i in rows],
             ranking_score=score.ranking_score)
     return out
+
+
+def _lexical_keep(text: str, spans: list[tuple[int, int]], query: str) -> list[float]:
+    """Per sentence, the share of the query's terms it contains: the cheap stand-in for the
+    pruner past its per-call budget (0: shares none, dropped)."""
+    wanted = set(terms(query))
+    if not wanted:
+        return [0.0] * len(spans)
+    return [len(wanted.intersection(terms(text[a:b]))) / len(wanted) for a, b in spans]
+
+
+def _impute_dense(score: np.ndarray, rows: np.ndarray, embedded: np.ndarray,
+                  position: np.ndarray) -> None:
+    """Dense scores for rows with no vector yet (past a call's embedding budget): the mean of
+    their turn's embedded sentences (one message keeps to a topic), else the median over the
+    embedded candidates: a neutral prior, so BM25 alone ranks them against each other and
+    they are neither buried (a zero cosine would) nor favoured."""
+    known = rows[embedded[rows]]
+    neutral = float(np.median(score[known])) if len(known) else 0.0
+    by_turn: dict[int, list[float]] = {}
+    for row in known.tolist():
+        by_turn.setdefault(int(position[row]), []).append(float(score[row]))
+    for row in rows[~embedded[rows]].tolist():
+        turn = by_turn.get(int(position[row]))
+        score[row] = sum(turn) / len(turn) if turn else neutral
 
 
 def _tokens(message: dict[str, Any]) -> int:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from agentmem.store.sessions import TurnRecord
 
 log = logging.getLogger("agentmem.quarantine")
+PREFETCH_CHARS = 32_000  # of the newest user message, split for the prefetch
 
 __all__ = ["QuarantineSettings", "QuarantineStage"]
 
@@ -51,7 +52,11 @@ class QuarantineStage(Stage):
             return []
         last = last_user_index(messages)
         text = text_of(messages[last]) if last is not None else ""
-        return [text[s.start:s.end] for s in split_sentences(text)]
+        # The prefetch takes the first sentences only (the call's embedding budget): split the
+        # head of a long message, never all of a 1 MB paste on the event loop (~1 s).
+        head = text[:PREFETCH_CHARS]
+        spans = split_sentences(head)
+        return [head[s.start:s.end] for s in (spans[:-1] if len(head) < len(text) else spans)]
 
     async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.quarantine

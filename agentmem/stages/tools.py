@@ -13,26 +13,47 @@ Never dropped: ``always_include``, the tool ``tool_choice`` (or legacy ``functio
 names, tools called in the current agent step or within the recent window, and the
 ``min_tools`` best (so ``tool_choice: "required"`` always has something to call). Requests
 with ``tool_choice: "none"``, or fewer than ``min_offered`` tools, are left alone.
+
+The stage also learns from the traffic (``tools.memory``, see agentmem/state/tool_usage.py):
+after each reply it records the query it scored with each tool the model called, per tenant
+and tool identity (name + parameters hash). A tool with past queries has ``weight x n/(n +
+evidence) x (cosine to its nearest past query - neutral)`` added to its text score, so a tool
+that served queries like this one rises and one that served only other kinds of queries sinks;
+tools never called keep the text score. The floor (``margin``) stays measured from the best
+text score: memory moves tools across that line, it does not move the line, so a fresh tool
+without history is kept exactly as before while the tools that history vouches for join it.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from redis.exceptions import RedisError
 
 from agentmem.conversation import last_user_index, query_of, recent_start, user_indices
 from agentmem.lexical import terms
 from agentmem.messages import text_of
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
-from agentmem.state.toolcat import Catalogue, function_of
+from agentmem.state.tool_usage import (
+    Evidence,
+    Example,
+    MemorySettings,
+    Offer,
+    memory_scope,
+)
+from agentmem.state.toolcat import Catalogue, function_of, schema_hash
 from agentmem.text import sentences
 
 if TYPE_CHECKING:
     from agentmem.policy import Policy
+    from agentmem.store.sessions import TurnRecord
+
+log = logging.getLogger("agentmem")
 
 CONTEXT_CHARACTERS = 2000
 MAX_SENTENCES = 12
@@ -69,7 +90,9 @@ class ToolSettings(BaseModel):
     recent_calls_window: int = Field(
         2, ge=0, description="Tools called within this many last user turns are kept (the "
         "current agent step always counts).")
-
+    memory: MemorySettings = Field(
+        default_factory=MemorySettings, description="What the stage learns from the tools the "
+        "model calls, and how much it counts (agentmem/state/tool_usage.py).")
 
 
 @dataclass
@@ -118,9 +141,23 @@ def hybrid_scores(catalogue: Catalogue, vector: np.ndarray, turn: Turn, settings
     return scores
 
 
-def select(scores: np.ndarray, pinned: np.ndarray, settings) -> tuple[np.ndarray, float]:
+def memory_bonus(evidence: Evidence, vector: np.ndarray, settings: MemorySettings
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """What usage memory adds to each tool's score, and each tool's nearest past query's
+    cosine: ``weight x n/(n + evidence) x (nearest - neutral)`` for a tool with n past
+    queries, 0 for a tool with none (it keeps its text score)."""
+    nearest = evidence.nearest(vector)
+    counts = evidence.counts.astype(np.float32)
+    trust = counts / (counts + settings.evidence) if settings.evidence else (counts > 0)
+    bonus = np.where(counts > 0, settings.weight * trust * (nearest - settings.neutral), 0.0)
+    return bonus.astype(np.float32), nearest
+
+
+def select(scores: np.ndarray, pinned: np.ndarray, settings, top: float | None = None
+           ) -> tuple[np.ndarray, float]:
     """Kept mask: the pinned, the ``min_tools`` best, then the next best above the floor
-    until ``max_tools`` are kept. Returns the mask and the floor that applied."""
+    until ``max_tools`` are kept. The margin counts down from ``top`` (the best text score
+    when memory moved the scores; the best score otherwise). Returns the mask and the floor."""
     order = np.argsort(-scores, kind="stable")
     keep = pinned.copy()
     keep[order[: settings.min_tools]] = True
@@ -128,7 +165,8 @@ def select(scores: np.ndarray, pinned: np.ndarray, settings) -> tuple[np.ndarray
     if settings.threshold is not None:
         floor = settings.threshold
     if settings.margin is not None and len(order):
-        floor = max(floor, float(scores[order[0]]) - settings.margin)
+        best = float(scores[order[0]]) if top is None else top
+        floor = max(floor, best - settings.margin)
     room = settings.max_tools - int(keep.sum())
     for index in order[settings.min_tools:]:
         if room <= 0 or scores[index] < floor:
@@ -160,6 +198,14 @@ def called_tools(history: list[dict[str, Any]], window: int) -> dict[str, str]:
     return out
 
 
+def called_names(message: dict[str, Any]) -> list[str]:
+    """The tools an assistant message calls (``tool_calls`` or a legacy ``function_call``)."""
+    calls = [c.get("function") or {} for c in message.get("tool_calls") or () if isinstance(c, dict)]
+    if isinstance(message.get("function_call"), dict):
+        calls.append(message["function_call"])
+    return list(dict.fromkeys(str(c["name"]) for c in calls if isinstance(c, dict) and c.get("name")))
+
+
 class ToolsStage(Stage):
     name: ClassVar[str] = "tools"
     settings_model = ToolSettings
@@ -178,31 +224,94 @@ class ToolsStage(Stage):
         if draft.functions and context.channels.function_call != "none":
             pools.append(("functions", draft.functions))
         entries = [(attr, tool) for attr, tools in pools for tool in tools]
-        if len(entries) < settings.min_offered or len(entries) <= settings.min_tools:
+        if not entries:
             return
         history = context.history
         turn = Turn.of(history)
         if not turn.query:
             return
         functions = [function_of(tool) for _, tool in entries]
+        if len(entries) < settings.min_offered or len(entries) <= settings.min_tools:
+            self._remember_offer(context, turn.query, None, functions)  # learnt from, not scored
+            return
         names = [str(f.get("name") or "") for f in functions]
         reasons = self._pins(names, history, context)
         redis = context.store.redis if context.store is not None else None
         catalogue = await context.state.catalogues.catalogue_for(functions, redis)
         vector = await context.query_vector(turn.query)
+        self._remember_offer(context, turn.query, vector, functions)
         scores = hybrid_scores(catalogue, vector, turn, settings)
+        top = float(scores.max())
+        learned = await self._learned(context, catalogue, vector)
+        if learned is not None:
+            scores = scores + learned[0]
         pinned = np.fromiter((n in reasons or not n for n in names), dtype=bool, count=len(names))
-        keep, floor = select(scores, pinned, settings)
-        if keep.all():
-            self._summary(context, names, scores, keep, reasons)
+        keep, floor = select(scores, pinned, settings, top=top)
+        if not keep.all():
+            self._record_drops(context, names, scores, keep, floor)
+            kept = iter(keep.tolist())
+            for attr, tools in pools:
+                flags = [next(kept) for _ in tools]
+                if not all(flags):
+                    setattr(draft, attr, [tool for tool, flag in zip(tools, flags) if flag])
+        self._summary(context, names, scores, keep, reasons, learned)
+
+    @staticmethod
+    async def _learned(context: StageContext, catalogue: Catalogue, vector: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Usage memory's (bonus, nearest cosine, examples) per tool, or None without any."""
+        memory = context.policy.tools.memory
+        if not memory.enabled or context.store is None:
+            return None
+        scope = memory_scope(context.report.tenant, memory)
+        evidence = await context.state.catalogues.usage.evidence(
+            context.store.redis, scope, catalogue)
+        if evidence is None:
+            return None
+        bonus, nearest = memory_bonus(evidence, vector, memory)
+        return bonus, nearest, evidence.counts
+
+    @staticmethod
+    def _remember_offer(context: StageContext, query: str, vector: np.ndarray | None,
+                        functions: list[dict[str, Any]]) -> None:
+        """Leave the scored query and the offered definitions for ``after_reply``, keyed by the
+        session and the chain hash of the request's last message (which the reply follows)."""
+        memory = context.policy.tools.memory
+        if not memory.learn or context.session is None or not context.chains:
             return
-        self._record_drops(context, names, scores, keep, floor)
-        kept = iter(keep.tolist())
-        for attr, tools in pools:
-            flags = [next(kept) for _ in tools]
-            if not all(flags):
-                setattr(draft, attr, [tool for tool, flag in zip(tools, flags) if flag])
-        self._summary(context, names, scores, keep, reasons)
+        handle = context.session
+        context.state.catalogues.usage.remember_offer(
+            (handle.tenant, handle.session_id, context.chains[-1]),
+            Offer(memory_scope(handle.tenant, memory), query, vector, functions))
+
+    async def after_reply(self, context: StageContext, turns: list[TurnRecord]) -> None:
+        """Record, for each tool the model called in the reply, the query this call scored.
+        Background work: the next call reads it."""
+        memory = context.policy.tools.memory
+        if not memory.learn or context.store is None or context.session is None:
+            return
+        position = len(context.history) - 1
+        reply = next((t for t in turns if t.position == position), None)
+        if (reply is None or reply.message.get("role") != "assistant" or position < 1
+                or len(context.chains) < position):
+            return
+        handle = context.session
+        offer = context.state.catalogues.usage.take_offer(
+            (handle.tenant, handle.session_id, context.chains[position - 1]))
+        called = called_names(reply.message)
+        if offer is None or not called:
+            return
+        offered = {str(f.get("name") or ""): f for f in offer.functions}
+        vector = offer.vector if offer.vector is not None else await context.query_vector(offer.query)
+        examples = [Example(name, schema_hash(offered[name]), offer.query, vector)
+                    for name in called if name in offered]  # a made-up name teaches nothing
+        if not examples:
+            return
+        try:
+            await context.state.catalogues.usage.record(context.store.redis, offer.scope,
+                                                        examples, memory)
+        except (RedisError, OSError) as error:
+            log.warning("tool usage: recording failed (%s)", error)
 
     @staticmethod
     def _pins(names: list[str], history: list[dict[str, Any]], context: StageContext) -> dict[str, str]:
@@ -239,14 +348,23 @@ class ToolsStage(Stage):
 
     @staticmethod
     def _summary(context: StageContext, names: list[str], scores: np.ndarray, keep: np.ndarray,
-                 reasons: dict[str, str]) -> None:
+                 reasons: dict[str, str],
+                 learned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         kept = [n for n, k in zip(names, keep.tolist()) if k]
+        detail: dict[str, Any] = {"offered": len(names), "kept": kept,
+                                  "scores": dict(zip(names, _rounded(scores))), "pinned": reasons}
+        if learned is not None:  # kept tools with past queries: what memory added, and why
+            bonus, nearest, counts = learned
+            rows = np.flatnonzero((counts > 0) & keep)
+            detail["memory"] = {
+                names[i]: {"examples": n, "nearest": c, "added": b} for i, n, c, b in zip(
+                    rows.tolist(), counts[rows].tolist(), _rounded(nearest[rows]), _rounded(bonus[rows]))}
+            detail["tools_with_memory"] = int(np.count_nonzero(counts))
         context.run.decisions.append(Decision(
             action=Action.KEEP_TOOLS,
             reason=f"kept {len(kept)} of {len(names)} tools: the most relevant to the turn and "
                    f"the ones that must stay callable",
-            detail={"offered": len(names), "kept": kept, "scores": dict(zip(names, _rounded(scores))),
-                    "pinned": reasons}))
+            detail=detail))
 
 
 def _rounded(scores: np.ndarray) -> list[float]:

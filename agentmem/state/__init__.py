@@ -24,7 +24,7 @@ MB = 1024 * 1024
 
 
 class CacheLimits(BaseModel):
-    """Bounds of the in-process caches of one engine."""
+    """Bounds of the in-process caches of one engine, and of the model work of one call."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -32,6 +32,9 @@ class CacheLimits(BaseModel):
     query_memo: int = Field(1024, ge=1, description="Query texts whose vectors are remembered.")
     tool_catalogue_mb: int = Field(64, ge=1, description="Distinct tool lists, ready for scoring.")
     tool_vectors: int = Field(20_000, ge=1, description="Tool-text vectors kept in process.")
+    call_path_sentences: int = Field(
+        64, ge=0, description="New sentences one call may embed on its path (newest first); "
+        "the rest are scored lexically on that call and embedded in the background.")
 
 
 class EngineState:
@@ -43,8 +46,8 @@ class EngineState:
         self.embedder = embedder
         self.upstream = upstream  # the engine's provider seam, for stages that ask a model
         self.limits = limits
-        self.queries = QueryVectors(embedder, limits.query_memo)
-        self.corpora = CorpusCache(self.queries, limits.corpus_mb * MB)
+        self.queries = QueryVectors(embedder, limits.query_memo, limits.call_path_sentences)
+        self.corpora = CorpusCache(self.queries, limits.corpus_mb * MB, limits.call_path_sentences)
         self.catalogues = ToolCatalogues(embedder, limits.tool_catalogue_mb * MB, limits.tool_vectors)
 
     def forget_session(self, tenant: str, session_id: str) -> None:

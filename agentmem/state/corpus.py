@@ -7,13 +7,22 @@ does query-dependent work only (one query embedding, a matrix-vector product, a 
 postings). Entries are validated by chain hash: a corpus is reused only when the client's
 history still starts with exactly the turns it covers, so a cache hit can never be stale.
 One ``CorpusCache`` per engine, bounded in bytes.
+
+Model work on the call path is bounded: a call embeds at most ``call_budget`` new sentences
+(the newest first: the current turn's are what the stages check now). Rows past the budget
+have no vector yet (``Corpus.embedded`` is False; stages score them without it and say so),
+and a background fill per session embeds them at low priority, in chunks, so a later call
+finds them here; after the reply, ``turn_vectors`` hands them to the store. A call never
+waits for that background work: what it needs now it computes itself, within its budget.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,12 +30,18 @@ from agentmem.ingest import chain_hashes, source_of
 from agentmem.lexical import BM25Index, terms
 from agentmem.messages import text_of
 from agentmem.models.embedder import DIMENSION, from_bytes
-from agentmem.models.runtime import run_inference
+from agentmem.models.runtime import embed, in_background, is_background, let_threads_run
 from agentmem.state.queries import QueryVectors
 from agentmem.text import count_tokens, split_sentences
 
 if TYPE_CHECKING:
     from agentmem.stages.base import StageContext
+    from agentmem.store.sessions import TurnRecord
+
+log = logging.getLogger("agentmem")
+OFF_LOOP_CHARS = 100_000  # new text past this is split and counted in a thread
+YIELD_EVERY = 32  # sentences of pure-Python work between GIL hand-overs (let_threads_run)
+FILL_BATCH = 256  # rows the background fill embeds and patches per round
 
 
 @dataclass
@@ -46,11 +61,17 @@ class Corpus:
     words: list[list[str]] = field(default_factory=list)  # per row: its terms (lexical.terms)
     tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, DIMENSION), np.float32))
+    embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))  # per row
     lexical: BM25Index = field(default_factory=BM25Index)
 
     @property
     def covered(self) -> int:
         return len(self.chains)
+
+    @property
+    def missing(self) -> int:
+        """Rows without a vector yet (past a call's budget; the background fill is on it)."""
+        return len(self.embedded) - int(self.embedded.sum())
 
     @property
     def nbytes(self) -> int:
@@ -64,12 +85,16 @@ def _cache_key(context: StageContext) -> str:
 
 
 class CorpusCache:
-    """Per-session corpora of one engine, least recently used evicted past ``max_bytes``."""
+    """Per-session corpora of one engine, least recently used evicted past ``max_bytes``;
+    ``call_budget``: new sentences one call may embed on its path."""
 
-    def __init__(self, queries: QueryVectors, max_bytes: int = 512 * 1024 * 1024) -> None:
+    def __init__(self, queries: QueryVectors, max_bytes: int = 512 * 1024 * 1024,
+                 call_budget: int = 64) -> None:
         self.queries = queries
         self.max_bytes = max_bytes
+        self.call_budget = call_budget
         self._cache: OrderedDict[str, Corpus] = OrderedDict()
+        self._fills: dict[str, asyncio.Task[None]] = {}
 
     async def corpus_for(self, context: StageContext, upto: int) -> Corpus:
         """The corpus of history[:upto], extended (or rebuilt on divergence) as needed."""
@@ -89,29 +114,82 @@ class CorpusCache:
                 corpus = cache[key] = _truncated(corpus, _shared_prefix(corpus, chains))
             cache.move_to_end(key)
             if corpus.covered >= upto:
-                return corpus
+                return self._filled(key, corpus)
             start = corpus.covered
             rows = await self._new_rows(context, start, upto)
             if corpus.covered == start and cache.get(key) is corpus:
                 _append(corpus, rows, chains[start:upto])
                 self._evict()
-                return corpus
+                return self._filled(key, corpus)
         corpus = Corpus()  # persistent contention: a private corpus, correct if not cached
         _append(corpus, await self._new_rows(context, 0, upto), chains[:upto])
         return corpus
 
-    def known_vectors(self, tenant: str, session_id: str, turns: list[Any]) -> dict[int, np.ndarray]:
-        """Vectors a call already computed for these turns (turn id -> rows), so the background
-        ingest does not embed them twice. Matched by chain hash, so never another turn's."""
+    def _filled(self, key: str, corpus: Corpus) -> Corpus:
+        """The corpus; rows it lacks vectors for are embedded in the background (one fill
+        per session at a time; it loops until none is missing or its work is shed)."""
+        if corpus.missing:
+            running = self._fills.get(key)
+            loop = asyncio.get_running_loop()
+            if running is None or running.done() or running.get_loop() is not loop:
+                with in_background():
+                    task = loop.create_task(self._fill(key))
+                self._fills[key] = task
+                task.add_done_callback(lambda done: _forget_fill(self._fills, key, done))
+        return corpus
+
+    async def _fill(self, key: str) -> None:
+        """Embed the cached corpus's missing rows, at background priority in the session's
+        lane, ``FILL_BATCH`` at a time: each batch is patched in place as it lands (by row and
+        text, so a rebuilt corpus is patched too), and a forgotten session stops the fill."""
+        while (corpus := self._cache.get(key)) is not None and corpus.missing:
+            rows = np.flatnonzero(~corpus.embedded)[:FILL_BATCH].tolist()
+            texts = [corpus.texts[row] for row in rows]
+            vectors = await embed(self.queries.embedder.encode, texts, lane=key)
+            for row, text, vector in zip(rows, texts, vectors):
+                current = self._cache.get(key)
+                if vector is not None and current is not None:
+                    _patch(current, row, text, vector)
+            if any(vector is None for vector in vectors):
+                return  # shed: the queue is full; the next call that finds them starts again
+
+    def missing(self, tenant: str, session_id: str) -> int:
+        """Rows of the session's cached corpus still without a vector (0 when not cached)."""
         corpus = self._cache.get(f"{tenant}\x00{session_id}")
-        if corpus is None:
-            return {}
+        return corpus.missing if corpus is not None else 0
+
+    async def settled(self, tenant: str, session_id: str) -> None:
+        """Wait for the session's background fill, if one runs (background code only: a call
+        never waits for background work)."""
+        task = self._fills.get(f"{tenant}\x00{session_id}")
+        if task is not None and task.get_loop() is asyncio.get_running_loop():
+            await asyncio.shield(task)
+
+    async def turn_vectors(self, tenant: str, session_id: str,
+                           turns: list[TurnRecord]) -> dict[int, np.ndarray]:
+        """Sentence vectors of the turns (turn id -> rows), to store after the reply: the
+        corpus's rows where a call or the fill computed them, the rest embedded here (background
+        priority, the session's lane). A turn with rows shed is left out: whoever needs it
+        later recomputes it on demand."""
+        key = f"{tenant}\x00{session_id}"
+        await self.settled(tenant, session_id)
+        corpus = self._cache.get(key)
+        wanted = {turn.id: _turn_rows(corpus, turn) for turn in turns}
+        todo = [(turn_id, k) for turn_id, rows in wanted.items()
+                for k, (_, vector, _) in enumerate(rows) if vector is None]
+        with in_background():
+            fresh = await embed(self.queries.embedder.encode,
+                                [wanted[turn_id][k][0] for turn_id, k in todo], lane=key)
+        for (turn_id, k), vector in zip(todo, fresh):
+            text, _, row = wanted[turn_id][k]
+            wanted[turn_id][k] = (text, vector, row)
+            if vector is not None and row is not None and corpus is not None:
+                _patch(corpus, row, text, vector)  # the next call finds it here too
         out = {}
-        for turn in turns:
-            if turn.position < corpus.covered and corpus.chains[turn.position] == turn.chain:
-                rows = corpus.rows_of[turn.position]
-                if len(rows) == len(turn.sentences):
-                    out[turn.id] = corpus.vectors[rows.start: rows.stop]
+        for turn_id, rows in wanted.items():
+            vectors = [vector for _, vector, _ in rows if vector is not None]
+            if rows and len(vectors) == len(rows):
+                out[turn_id] = np.vstack(vectors).astype(np.float32)
         return out
 
     def forget(self, tenant: str, session_id: str) -> None:
@@ -125,34 +203,36 @@ class CorpusCache:
             total -= oldest.nbytes
 
     async def _new_rows(self, context: StageContext, start: int, upto: int) -> _Rows:
+        """The rows of history[start:upto]: text work (sentences, terms, token counts) off the
+        event loop when it is large, vectors from the store, the prefetch, or the embedder
+        within the call's budget (the rest left to the background fill)."""
         history = context.history
         stored = await _stored_vectors(context, start, upto)
-        counts, positions, spans, texts, sources = [], [], [], [], []
-        vectors: list[np.ndarray | None] = []
-        for position in range(start, upto):
-            text = text_of(history[position])
-            sources.append(source_of(history[position], history[:position]))
-            found = [(s.start, s.end) for s in split_sentences(text)]
-            cached = stored.get(position)
-            usable = cached is not None and cached.shape[0] == len(found)
-            counts.append(len(found))
-            for number, (a, b) in enumerate(found):
-                positions.append(position)
-                spans.append((a, b))
-                texts.append(text[a:b])
-                vectors.append(cached[number] if usable and cached is not None else None)
+        if sum(len(text_of(history[p])) for p in range(start, upto)) > OFF_LOOP_CHARS:
+            rows = await asyncio.to_thread(_text_rows, history, start, upto)
+        else:
+            rows = _text_rows(history, start, upto)
+        vectors = _stored_rows(rows, stored, start)
+        spent = 0
         for i, vector in enumerate(vectors):  # the newest message's sentences were prefetched
-            if vector is None:
-                vectors[i] = await self.queries.prefetched(texts[i])
+            if vector is None and (found := await self.queries.prefetched(rows.texts[i])) is not None:
+                vectors[i], spent = found, spent + 1
         missing = [i for i, v in enumerate(vectors) if v is None]
-        if missing:
-            fresh = await run_inference(self.queries.embedder.encode, [texts[i] for i in missing])
-            for i, row in zip(missing, fresh):
-                vectors[i] = row
-        filled = cast("list[np.ndarray]", vectors)  # every None slot was filled just above
-        matrix = (np.vstack(filled).astype(np.float32) if filled
-                  else np.zeros((0, DIMENSION), np.float32))
-        return _Rows(sources, counts, positions, spans, texts, matrix)
+        now = missing if is_background() else _newest_first(missing, rows.position,
+                                                            self.call_budget - spent)
+        fresh = await embed(self.queries.embedder.encode, [rows.texts[i] for i in now])
+        for i, row in zip(now, fresh):
+            vectors[i] = row
+        left = sum(v is None for v in vectors)
+        if left and not is_background():
+            context.report.warnings.append(
+                f"{context.run.stage}: {left:,} new sentences past the call's embedding budget "
+                f"({self.call_budget}); embedding them in the background")
+        for i, vector in enumerate(vectors):
+            if vector is not None:
+                rows.vectors[i] = vector
+                rows.embedded[i] = True
+        return rows
 
 
 def _shared_prefix(corpus: Corpus, chains: list[str]) -> int:
@@ -175,7 +255,8 @@ def _truncated(corpus: Corpus, keep: int) -> Corpus:
     out = Corpus(chains=corpus.chains[:keep], rows_of=corpus.rows_of[:keep],
                  sources=corpus.sources[:keep], position=corpus.position[:rows].copy(),
                  spans=corpus.spans[:rows], texts=corpus.texts[:rows], words=corpus.words[:rows],
-                 tokens=corpus.tokens[:rows].copy(), vectors=corpus.vectors[:rows].copy())
+                 tokens=corpus.tokens[:rows].copy(), vectors=corpus.vectors[:rows].copy(),
+                 embedded=corpus.embedded[:rows].copy())
     for row_words in out.words:
         out.lexical.add(row_words)
     return out
@@ -195,7 +276,78 @@ class _Rows:
     position: list[int]
     spans: list[tuple[int, int]]
     texts: list[str]
-    vectors: np.ndarray
+    words: list[list[str]]
+    tokens: np.ndarray
+    vectors: np.ndarray  # zero rows until filled
+    embedded: np.ndarray
+
+
+def _text_rows(history: list[dict[str, Any]], start: int, upto: int) -> _Rows:
+    """Sentences, terms and token counts of history[start:upto] (pure CPU: a 1 MB paste takes
+    seconds, so large inputs run this in a thread and the event loop keeps serving calls)."""
+    counts, positions, spans, texts, sources = [], [], [], [], []
+    for position in range(start, upto):
+        text = text_of(history[position])
+        sources.append(source_of(history[position], history[:position]))
+        found = [(s.start, s.end) for s in split_sentences(text)]
+        counts.append(len(found))
+        for a, b in found:
+            positions.append(position)
+            spans.append((a, b))
+            texts.append(text[a:b])
+    words, tokens = [], []
+    for number, sentence in enumerate(texts):
+        words.append(terms(sentence))
+        tokens.append(count_tokens(sentence))
+        if number % YIELD_EVERY == YIELD_EVERY - 1:
+            let_threads_run()
+    return _Rows(sources, counts, positions, spans, texts, words, np.asarray(tokens, np.int64),
+                 np.zeros((len(texts), DIMENSION), np.float32), np.zeros(len(texts), np.bool_))
+
+
+def _stored_rows(rows: _Rows, stored: dict[int, np.ndarray], start: int) -> list[np.ndarray | None]:
+    """Per row, its ingest-time vector when the store has its turn's (same sentence count)."""
+    out: list[np.ndarray | None] = []
+    for offset, count in enumerate(rows.sentences_per_position):
+        cached = stored.get(start + offset)
+        usable = cached is not None and cached.shape[0] == count
+        out.extend(cached[k] if usable and cached is not None else None for k in range(count))
+    return out
+
+
+def _newest_first(missing: list[int], positions: list[int], room: int) -> list[int]:
+    """The rows a call embeds itself: the newest turns' first (what the stages check now;
+    older turns are usually stored with vectors), at most ``room``."""
+    return sorted(missing, key=lambda i: -positions[i])[:max(room, 0)]
+
+
+def _patch(corpus: Corpus, row: int, text: str, vector: np.ndarray) -> None:
+    """Give a row its vector, if the corpus still holds that sentence there without one."""
+    if row < len(corpus.texts) and not corpus.embedded[row] and corpus.texts[row] == text:
+        corpus.vectors[row] = vector
+        corpus.embedded[row] = True
+
+
+def _forget_fill(fills: dict[str, asyncio.Task[None]], key: str, done: asyncio.Task[None]) -> None:
+    if fills.get(key) is done:
+        del fills[key]
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("background embedding of session corpus failed: %s", done.exception())
+
+
+_TurnRow = tuple[str, "np.ndarray | None", "int | None"]  # sentence, vector, corpus row
+
+
+def _turn_rows(corpus: Corpus | None, turn: TurnRecord) -> list[_TurnRow]:
+    """A turn's sentences, each with its corpus row and vector when the corpus holds exactly
+    that turn (matched by chain hash, so never another turn's)."""
+    text = text_of(turn.message)
+    sentences = [text[a:b] for a, b in turn.sentences]
+    if corpus is None or turn.position >= corpus.covered or corpus.chains[turn.position] != turn.chain \
+            or len(corpus.rows_of[turn.position]) != len(sentences):
+        return [(sentence, None, None) for sentence in sentences]
+    return [(sentence, corpus.vectors[row] if corpus.embedded[row] else None, row)
+            for sentence, row in zip(sentences, corpus.rows_of[turn.position])]
 
 
 def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
@@ -204,16 +356,17 @@ def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
     for count in rows.sentences_per_position:
         corpus.rows_of.append(range(first, first + count))
         first += count
-    words = [terms(text) for text in rows.texts]
-    for row_words in words:
+    for number, row_words in enumerate(rows.words):
         corpus.lexical.add(row_words)
-    corpus.words.extend(words)
+        if number % (4 * YIELD_EVERY) == 4 * YIELD_EVERY - 1:
+            let_threads_run()  # a paste's postings: let the inference workers in
+    corpus.words.extend(rows.words)
     corpus.texts.extend(rows.texts)
     corpus.spans.extend(rows.spans)
     corpus.position = np.concatenate([corpus.position, np.asarray(rows.position, np.int64)])
-    tokens = np.asarray([count_tokens(t) for t in rows.texts], np.int64)
-    corpus.tokens = np.concatenate([corpus.tokens, tokens])
+    corpus.tokens = np.concatenate([corpus.tokens, rows.tokens])
     corpus.vectors = np.vstack([corpus.vectors, rows.vectors])
+    corpus.embedded = np.concatenate([corpus.embedded, rows.embedded])
     corpus.chains.extend(chains)
 
 

@@ -5,6 +5,10 @@ CPU cores). ``prefetch`` starts it when the request arrives, so it runs on the i
 thread while the event loop hashes the history and talks to Redis; stages then ``await
 vector``. Results are memoised by text, so an agent loop's retries and the stages of one call
 never embed the same query twice. One instance per engine: its embedder, its memory.
+
+A prefetch embeds at most ``prefetch_limit`` texts (the call path's embedding budget): a
+1 MB paste's thousands of sentences are left to the corpus, which embeds what the budget
+allows and hands the rest to the background.
 """
 
 from __future__ import annotations
@@ -12,30 +16,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
+from collections.abc import Hashable
 
 import numpy as np
 
 from agentmem.models.embedder import Embedder
-from agentmem.models.runtime import run_inference
+from agentmem.models.runtime import current_lane, embed
 
 
 class QueryVectors:
     """Memoised, prefetchable text embeddings (bounded LRU by text)."""
 
-    def __init__(self, embedder: Embedder, memo_size: int = 1024) -> None:
+    def __init__(self, embedder: Embedder, memo_size: int = 1024,
+                 prefetch_limit: int = 64) -> None:
         self.embedder = embedder
         self.memo_size = memo_size
+        self.prefetch_limit = prefetch_limit
         self._done: OrderedDict[str, np.ndarray] = OrderedDict()
         self._pending: dict[tuple[int, str], asyncio.Task[list[np.ndarray]]] = {}
 
     def prefetch(self, *texts: str) -> None:
-        """Start embedding the texts (one batch) on the inference thread, unless known or under way."""
+        """Start embedding the texts (the first ``prefetch_limit`` not known or under way), in
+        the caller's lane: the prefetch is part of the call that asked for it."""
         loop = asyncio.get_running_loop()
         wanted = list(dict.fromkeys(t for t in texts if t and t not in self._done
-                                    and (id(loop), t) not in self._pending))
+                                    and (id(loop), t) not in self._pending))[:self.prefetch_limit]
         if not wanted:
             return
-        task = loop.create_task(self._compute(wanted))
+        task = loop.create_task(self._compute(wanted, current_lane()))
         keys = [(id(loop), text) for text in wanted]
         for key in keys:
             self._pending[key] = task
@@ -71,8 +79,9 @@ class QueryVectors:
             await asyncio.shield(self._pending[key])
         return self._done[text] if text in self._done else (await self._compute([text]))[0]
 
-    async def _compute(self, texts: list[str]) -> list[np.ndarray]:
-        vectors = list(await run_inference(self.embedder.encode, texts))
+    async def _compute(self, texts: list[str], lane: Hashable | None = None) -> list[np.ndarray]:
+        rows = await embed(self.embedder.encode, texts, lane=lane, bounded=False)
+        vectors = [row for row in rows if row is not None]  # all: unbounded work is never shed
         for text, vector in zip(texts, vectors):
             self._done[text] = vector
         while len(self._done) > self.memo_size:

@@ -7,7 +7,9 @@ Vectors are content-addressed by the exact text embedded, so a tool shared by ma
 many tenants, or many proxy replicas through Redis) is embedded once: an in-process LRU in
 front of ``agentmem:toolemb:<sha>`` keys (float16, like turn embeddings) keeps the hot path
 free of Redis round trips, and a cold replica reads what another one computed. One
-``ToolCatalogues`` per engine, bounded in bytes and vectors.
+``ToolCatalogues`` per engine, bounded in bytes and vectors; it also holds the engine's
+``ToolUsage`` (what the model called after which query, see ``agentmem.state.tool_usage``),
+since that memory is read per catalogue.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import hashlib
 import logging
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,7 @@ from redis.exceptions import RedisError
 from agentmem.lexical import BM25Index, terms
 from agentmem.models.embedder import DIMENSION, Embedder, from_bytes, to_bytes
 from agentmem.models.runtime import run_inference
+from agentmem.state.tool_usage import ToolUsage
 from agentmem.store.keys import PREFIX
 
 log = logging.getLogger("agentmem")
@@ -45,16 +48,27 @@ class Catalogue:
     vectors: np.ndarray  # unit rows of the whole text (tool_text), float32
     name_vectors: np.ndarray  # unit rows of the name's words alone
     lexical: BM25Index
+    schemas: list[str] = field(default_factory=list)  # schema_hash of each tool
+    key: bytes = b""  # the digest of the tool list this catalogue describes
 
     @property
     def nbytes(self) -> int:
-        return self.vectors.nbytes + self.name_vectors.nbytes + 200 * len(self.names)
+        return self.vectors.nbytes + self.name_vectors.nbytes + 250 * len(self.names)
 
 
 def function_of(tool: dict[str, Any]) -> dict[str, Any]:
     """The function definition of an OpenAI tool, or a legacy ``functions`` entry itself."""
     function = tool.get("function")
     return function if isinstance(function, dict) else tool
+
+
+def schema_hash(function: dict[str, Any]) -> str:
+    """The identity of a tool's parameters schema (key order ignored): usage learned for a tool
+    belongs to its name and this hash, so a tool whose parameters change starts fresh, while
+    a reworded description keeps what was learned."""
+    parameters = function.get("parameters")
+    raw = orjson.dumps(parameters if parameters is not None else {}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2b(raw, digest_size=8).hexdigest()
 
 
 def split_name(name: str) -> str:
@@ -95,6 +109,7 @@ class ToolCatalogues:
         self.max_vectors = max_vectors  # ~30 MB at 20,000
         self._catalogues: OrderedDict[bytes, Catalogue] = OrderedDict()
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.usage = ToolUsage()
 
     async def catalogue_for(self, functions: list[dict[str, Any]], redis: Any = None) -> Catalogue:
         """The catalogue of a tool list (function definitions, in the list's order)."""
@@ -109,7 +124,8 @@ class ToolCatalogues:
         lexical = BM25Index()
         for function, text in zip(functions, texts):
             lexical.add(lexical_terms(function, text))
-        catalogue = Catalogue(names, vectors[: len(texts)], vectors[len(texts):], lexical)
+        catalogue = Catalogue(names, vectors[: len(texts)], vectors[len(texts):], lexical,
+                              [schema_hash(f) for f in functions], key)
         self._catalogues[key] = catalogue
         total = sum(c.nbytes for c in self._catalogues.values())
         while total > self.max_bytes and len(self._catalogues) > 1:

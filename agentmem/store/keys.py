@@ -70,3 +70,15 @@ class SessionKeys:
 def tenant_index(tenant: str) -> str:
     """Sorted set of a tenant's session ids by last update (its own slot)."""
     return f"{PREFIX}:tenant:{{{tenant}}}:sessions"
+
+
+def tool_usage_examples(scope: str, tool: str) -> str:
+    """List, newest first: the distinct queries that led to one tool identity in a usage scope
+    (a tenant or a shared catalogue), each with its vector. The scope is the hash tag, so all of
+    a scope's keys share one Redis Cluster slot."""
+    return f"{PREFIX}:toolmem:{{{scope}}}:ex:{tool}"
+
+
+def tool_usage_index(scope: str) -> str:
+    """Hash: tool identity key -> {name, schema, updated_at} of every tool a scope learned about."""
+    return f"{PREFIX}:toolmem:{{{scope}}}:tools"

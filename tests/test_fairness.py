@@ -1,0 +1,194 @@
+"""Bounded, fair inference: one session's paste never holds up another session's call.
+
+Real parts only: the default engine (MiniLM, the embedded Redis, the default policy), a paste
+of thousands of distinct sentences, another session's ordinary calls, and the process's
+inference scheduler. Time bounds are generous (the machine is shared): before the scheduler
+the other session's call waited for the whole paste (71 s measured for 1 MB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+
+from agentmem import Hygiene
+from agentmem.config import Settings
+from agentmem.models.embedder import default_embedder, from_bytes
+from agentmem.models.runtime import FairQueue, Job, Scheduler
+from agentmem.policy import policy_from_dict
+from agentmem.state import CacheLimits
+from agentmem.store import SessionHandle
+
+BUDGET = 32  # sentences a call may embed on its path, small so a test history exceeds it
+WORDS = ("kettle invoice station meeting migration snapshot supplier warehouse pallet audit "
+         "river garden ticket payment holiday harbour violin recipe engine bridge lantern "
+         "market signal museum forest battery planet mirror ladder compass").split()
+
+
+@pytest.fixture(scope="module")
+def engine(data_dir):
+    hygiene = Hygiene("default", settings=Settings(data_dir=data_dir),
+                      cache_limits=CacheLimits(call_path_sentences=BUDGET))
+    yield hygiene
+    hygiene.connector.close()
+
+
+def _sentence(rng: random.Random, label: str) -> str:
+    return f"{label} mentions the " + " ".join(rng.choice(WORDS) for _ in range(14)) + "."
+
+
+def _conversation(exchanges: int, seed: int = 0) -> list[dict[str, str]]:
+    """Exchanges of three sentences a turn; turn 2 holds the one fact the tests ask about."""
+    rng = random.Random(seed)
+    messages = []
+    for i in range(exchanges):
+        for role in ("user", "assistant"):
+            text = " ".join(_sentence(rng, f"{role.title()} {i}.{k}") for k in range(3))
+            messages.append({"role": role, "content": text})
+    messages[2]["content"] += " My locker code is 7731 and the locker is in hall Quintus."
+    return messages
+
+
+def _paste(sentences: int) -> str:
+    rng = random.Random(7)
+    return " ".join(_sentence(rng, f"Line {i}") for i in range(sentences))
+
+
+def _question(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+# Stored and embedded like the default, prune only: what the budget changes, without the
+# quarantine's after-reply work on 180 new sentences (minutes of a shared CPU).
+PRUNE = policy_from_dict({"name": "fair-prune", "stages": ["prune"]})
+
+
+async def test_a_paste_does_not_hold_up_another_sessions_call(engine):
+    other, pasting = f"fair-b-{uuid.uuid4().hex[:8]}", f"fair-a-{uuid.uuid4().hex[:8]}"
+    history = _conversation(12)
+    await engine.apply(history + [_question("What changed since yesterday?")], session_id=other)
+    await engine.drain()
+    paste = asyncio.ensure_future(engine.apply([_question(_paste(2000))], session_id=pasting))
+    await asyncio.sleep(0.2)  # the paste's call is under way
+    started = time.perf_counter()
+    result = await engine.apply(history + [_question("Where is my locker?")], session_id=other)
+    waited = time.perf_counter() - started
+    busy = not paste.done() or engine.state.corpora.missing(engine.tenant, pasting) > 0
+    pasted = await paste
+    try:
+        assert busy, "the paste was processed before the other call ran: nothing was measured"
+        assert waited < 5.0, f"another session's call waited {waited:.1f} s behind a paste"
+        assert not result.report.warnings
+        assert pasted.report.latency_ms["hygiene"] < 30_000  # bounded, not minutes
+        assert any("past the call's embedding budget" in w for w in pasted.report.warnings)
+    finally:
+        await engine.drain()  # the paste's background embedding, before the next test
+
+
+async def test_a_call_over_budget_says_so_and_still_prunes(engine):
+    session = f"fair-c-{uuid.uuid4().hex[:8]}"
+    history = _conversation(30)  # 180 new sentences on one call, budget 32
+    result = await engine.apply(history + [_question("What is my locker code?")],
+                                session_id=session, policy=PRUNE)
+    report = result.report
+    assert any(w.startswith("prune: ") and "scored lexically" in w for w in report.warnings), \
+        report.warnings
+    assert not any("failed" in w or "unchanged" in w for w in report.warnings)
+    assert report.tokens_after < report.tokens_before  # pruned
+    sent = [m["content"] for m in result.messages]
+    assert result.messages[-3:] == (history + [_question("What is my locker code?")])[-3:]
+    assert any("7731" in text for text in sent)  # BM25 found the fact without its vector
+    await engine.drain()
+
+
+async def test_sentences_past_the_budget_get_vectors_in_the_background(engine):
+    session = f"fair-d-{uuid.uuid4().hex[:8]}"
+    history = _conversation(30, seed=1)
+    first = await engine.apply(history + [_question("What is my locker code?")], session_id=session,
+                               policy=PRUNE)
+    assert any("past the call's embedding budget" in w for w in first.report.warnings)
+    await engine.drain()
+    assert engine.state.corpora.missing(engine.tenant, session) == 0  # filled in the cache
+    store, handle = engine.store(), SessionHandle(engine.tenant, session)
+    turns = await store.active_turns(handle)
+    stored = await store.embeddings(handle, [turn.id for turn in turns])
+    for turn in turns:  # and stored: a restarted process reads them from Redis
+        assert turn.id in stored and from_bytes(stored[turn.id]).shape[0] == len(turn.sentences)
+    text = history[5]["content"]
+    expected = default_embedder().encode([text[a:b] for a, b in turns[5].sentences])
+    assert np.allclose(from_bytes(stored[turns[5].id]), expected, atol=2e-3)
+    later = await engine.apply(history + [_question("What is my locker code?"),
+                                          _question("And which hall is it in?")],
+                               session_id=session, policy=PRUNE)
+    assert not later.report.warnings  # every older sentence had its vector this time
+    await engine.drain()
+
+
+async def test_a_huge_tool_output_is_scored_by_the_pruner_within_its_budget(engine):
+    rng = random.Random(3)
+    rows = [_sentence(rng, f"Row {i}") for i in range(60)]
+    rows[40] = "Row 40 says the locker code is 7731."  # past the pruner's budget of 8
+    history = [
+        _question("Please list the rows of the audit table."),
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "t1", "type": "function", "function": {"name": "table", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "t1", "content": " ".join(rows)},
+        {"role": "assistant", "content": "Here are the rows."},
+        _question("What is the locker code?"),
+    ]
+    policy = policy_from_dict({"name": "fair-tool-output", "stages": ["prune"], "embed": False,
+                               "prune": {"pruner_sentences": 8, "large_tool_output_tokens": 50}})
+    result = await engine.apply(history, session_id=f"fair-e-{uuid.uuid4().hex[:8]}",
+                                policy=policy)
+    assert any(w.startswith("prune: 52 tool-output sentences past the pruner budget (8)")
+               for w in result.report.warnings), result.report.warnings
+    output = result.messages[2]["content"]
+    assert "locker code is 7731" in output  # shares the query's terms: kept
+    assert len(output) < len(history[2]["content"]) / 3  # the rest of the tail is dropped
+    assert [m["role"] for m in result.messages] == [m["role"] for m in history]
+
+
+def test_lanes_are_served_in_turn_and_a_new_lane_goes_first():
+    queue = FairQueue()
+    for name in ("a1", "a2", "a3"):
+        queue.push("a", Job(str, (name,), Future(), 1))
+    queue.push("b", Job(str, ("b1",), Future(), 1))
+    queue.push("b", Job(str, ("b2",), Future(), 1))
+    order = [queue.pop().args[0] for _ in range(5)]
+    assert order == ["b1", "a1", "b2", "a2", "a3"] and not queue and queue.queued == 0
+
+
+def test_a_full_background_queue_sheds_and_never_blocks():
+    scheduler = Scheduler(workers=1, background_limit=16)
+    release, running = threading.Event(), threading.Event()
+
+    def hold() -> str:  # keeps the background worker busy, so later jobs stay queued
+        running.set()
+        release.wait(30)
+        return "held"
+
+    encode = default_embedder().encode
+    try:
+        held = scheduler.submit(hold, (), lane="a", background=True)
+        assert held is not None and running.wait(30)
+        started = time.perf_counter()
+        queued = [scheduler.submit(encode, ([f"Sentence {i} of {lane}."] * 8,), lane=lane,
+                                   background=True, size=8) for i, lane in enumerate("bcd")]
+        assert time.perf_counter() - started < 1.0  # submitting never waits for the worker
+        assert queued[0] is not None and queued[1] is not None and queued[2] is None
+        assert scheduler.shed == 8
+        call_path = scheduler.submit(encode, (["A call's query."],), lane="e", background=False)
+        assert call_path is not None and call_path.result(60).shape == (1, 384)  # not held up
+        release.set()
+        assert held.result(30) == "held"
+        assert [f.result(60).shape for f in queued[:2] if f is not None] == [(8, 384)] * 2
+    finally:
+        release.set()
+        scheduler.stop(30)
