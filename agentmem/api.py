@@ -313,7 +313,7 @@ class Hygiene:
         call = Call(self, policy, handle, body, report)
         stages = build_stages(policy.stages)
         # Embed what the stages will need (the query, the newest sentences) while ingest runs.
-        early = [text for stage in stages for text in stage.wants_query(policy, body["messages"])]
+        early = [text for stage in stages for text in stage.wants_query(policy, body)]
         if early:
             self.state.queries.prefetch(*early)
         try:

@@ -87,9 +87,9 @@ async def test_a_paste_does_not_hold_up_another_sessions_call(engine):
         assert waited < 5.0, f"another session's call waited {waited:.1f} s behind a paste"
         assert not result.report.warnings
         assert pasted.report.latency_ms["hygiene"] < 30_000  # bounded, not minutes
-        assert any("past the call's embedding budget" in w for w in pasted.report.warnings)
     finally:
         await engine.drain()  # the paste's background embedding, before the next test
+    assert engine.state.corpora.missing(engine.tenant, pasting) == 0  # embedded off the call path
 
 
 async def test_a_call_over_budget_says_so_and_still_prunes(engine):

@@ -176,3 +176,49 @@ async def test_poison_in_our_stored_replies_is_found_after_the_reply(tmp_path):
     finally:
         await hygiene.aclose()
         hygiene.connector.close()
+
+
+async def test_the_call_path_check_reads_text_and_embeds_nothing(tmp_path):
+    """The clash rules on the call path read text: a new user message is checked without
+    a single embedding on the call path (its vectors come from background work)."""
+    import threading
+
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+    from agentmem.models.embedder import Embedder, default_embedder
+
+    class CountingEmbedder(Embedder):
+        def __init__(self) -> None:
+            super().__init__(default_embedder().path)
+            self.texts: list[str] = []
+
+        def encode(self, texts):
+            if not threading.current_thread().name.startswith("agentmem-background"):
+                self.texts += texts
+            return super().encode(texts)
+
+    embedder = CountingEmbedder()
+    hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path), embedder=embedder)
+    session = f"clash-{uuid.uuid4().hex[:8]}"
+    history = [{"role": "user", "content": "I am vegetarian, so please no meat. Plan three dinners."}]
+    try:
+        async with hygiene.call({"model": "m", "messages": history}, session_id=session) as call:
+            await call.finish({"role": "assistant", "content": "Lentil curry, risotto and chili."})
+        await hygiene.drain()
+        history += [{"role": "assistant", "content": "Lentil curry, risotto and chili."},
+                    {"role": "user", "content": "I eat meat every day. Change the plan."}]
+        embedder.texts.clear()
+        async with hygiene.call({"model": "m", "messages": history}, session_id=session) as call:
+            assert embedder.texts == []  # prepared: the clash is found, nothing embedded on its path
+            assert "I am vegetarian" not in call.outgoing["messages"][0]["content"]
+            await call.finish({"role": "assistant", "content": "Steak it is."})
+        tools = [{"type": "function", "function": {"name": f"tool_{k}", "description": f"Tool {k}."}}
+                 for k in range(8)]
+        async with hygiene.call({"model": "m", "messages": [*history, {"role": "assistant",
+                                 "content": "Steak it is."}, {"role": "user", "content": "Book it."}],
+                                 "tools": tools}, session_id=session) as call:
+            assert "Book it." in embedder.texts  # a tool selection does embed its query
+            await call.finish({"role": "assistant", "content": "Booked."})
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()

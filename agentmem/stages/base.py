@@ -121,9 +121,12 @@ class StageContext:
             stored = (await self.store.active_ids(self.session))[: self.stored_positions]
         return (stored + [self.next_turn_id + k for k in range(max(0, upto - len(stored)))])[:upto]
 
-    async def corpus(self, upto: int) -> Corpus:
-        """The session's sentences of history[:upto], with vectors (the engine's cache)."""
-        return await self.state.corpora.corpus_for(self, upto)
+    async def corpus(self, upto: int, *, vectors: bool = True) -> Corpus:
+        """The session's sentences of history[:upto], with vectors (the engine's cache).
+
+        ``vectors=False``: a stage that reads text only (rules) does not make the call embed
+        new sentences; rows still without a vector are embedded in the background."""
+        return await self.state.corpora.corpus_for(self, upto, vectors=vectors)
 
     async def query_vector(self, text: str) -> np.ndarray:
         """The embedding of a query text (memoised; prefetched when a stage asked early)."""
@@ -136,7 +139,8 @@ class Stage:
 
     The hooks, each optional:
 
-    - ``wants_query(policy, messages)``: texts this stage will embed on this request, so the
+    - ``wants_query(policy, request)``: texts this stage will embed on this request (the chat
+      request body: ``messages``, ``tools``, ...), so the
       engine starts embedding them as the request arrives (while Redis is read).
     - ``apply(draft, context)``: the call path; edit the draft in place and record each change
       as a ``Decision`` on ``context.run``.
@@ -154,7 +158,7 @@ class Stage:
     settings_model: ClassVar[type[BaseModel] | None] = None
     runs_after: ClassVar[frozenset[str]] = frozenset()
 
-    def wants_query(self, policy: Policy, messages: list[dict[str, Any]]) -> list[str]:
+    def wants_query(self, policy: Policy, request: dict[str, Any]) -> list[str]:
         return []
 
     async def apply(self, draft: Draft, context: StageContext) -> None:

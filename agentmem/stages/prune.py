@@ -94,8 +94,9 @@ class PruneStage(Stage):
     settings_model = PruneSettings
     runs_after = frozenset({"quarantine"})  # never bring back what quarantine withheld
 
-    def wants_query(self, policy: Policy, messages: list[dict[str, Any]]) -> list[str]:
+    def wants_query(self, policy: Policy, request: dict[str, Any]) -> list[str]:
         """Only histories past the floor are pruned (~4 characters per token)."""
+        messages = request["messages"]
         size = sum(len(text_of(m)) for m in messages)
         return [query_of(messages)] if size > 4 * max(policy.prune.history_floor_tokens, 1) else []
 

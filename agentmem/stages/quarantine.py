@@ -45,11 +45,13 @@ class QuarantineStage(Stage):
     name: ClassVar[str] = "quarantine"
     settings_model = QuarantineSettings
 
-    def wants_query(self, policy: Policy, messages: list[dict[str, Any]]) -> list[str]:
-        """The sentences of the newest user message, which the call path checks for clashes
-        (the corpus picks their vectors up from the prefetch instead of embedding again)."""
-        if not policy.quarantine.clash:
+    def wants_query(self, policy: Policy, request: dict[str, Any]) -> list[str]:
+        """The sentences of the newest user message, when the call path spends NLI pairs on
+        them (the corpus picks their vectors up from the prefetch instead of embedding again);
+        the rules need no vectors, so by default nothing is embedded for this stage."""
+        if not policy.quarantine.clash or not policy.quarantine.call_path_candidates:
             return []
+        messages = request["messages"]
         last = last_user_index(messages)
         text = text_of(messages[last]) if last is not None else ""
         # The prefetch takes the first sentences only (the call's embedding budget): split the
@@ -64,7 +66,13 @@ class QuarantineStage(Stage):
         qstore = (QuarantineStore(context.store)
                   if context.store is not None and context.session is not None else None)
         records = await qstore.all(context.session) if qstore and context.session else []
-        corpus = await context.corpus(len(history))
+        # Vectors only for what needs them now: poison in turns the client sent that no
+        # detection has seen, or NLI pairs spent on the call path. The usual call (a new user
+        # message) runs the rules on text and embeds nothing here.
+        client_claims = settings.poison and any(
+            m.get("role") in {"assistant", "tool"} for m in history[context.stored_positions:])
+        corpus = await context.corpus(
+            len(history), vectors=client_claims or bool(settings.clash and settings.call_path_candidates))
         statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
         turn_ids = await context.turn_ids(len(history))
         scope = Scope(statements, [], turn_ids, records, settings,

@@ -211,10 +211,11 @@ class ToolsStage(Stage):
     settings_model = ToolSettings
     runs_after = frozenset({"quarantine"})
 
-    def wants_query(self, policy: Policy, messages: list[dict[str, Any]]) -> list[str]:
-        """The request's tools are not known here; a request with tools is the common case
-        for a policy that lists this stage, so the query is embedded while ingest runs."""
-        return [query_of(messages)]
+    def wants_query(self, policy: Policy, request: dict[str, Any]) -> list[str]:
+        """The query, embedded while ingest runs, when the request offers enough tools for
+        a selection (most chat calls offer none: nothing to embed)."""
+        offered = len(request.get("tools") or ()) + len(request.get("functions") or ())
+        return [query_of(request["messages"])] if offered >= policy.tools.min_offered else []
 
     async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.tools

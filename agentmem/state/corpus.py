@@ -96,8 +96,9 @@ class CorpusCache:
         self._cache: OrderedDict[str, Corpus] = OrderedDict()
         self._fills: dict[str, asyncio.Task[None]] = {}
 
-    async def corpus_for(self, context: StageContext, upto: int) -> Corpus:
-        """The corpus of history[:upto], extended (or rebuilt on divergence) as needed."""
+    async def corpus_for(self, context: StageContext, upto: int, *, vectors: bool = True) -> Corpus:
+        """The corpus of history[:upto], extended (or rebuilt on divergence) as needed; with
+        ``vectors=False`` the call embeds nothing (new rows wait for the background fill)."""
         if not context.chains:  # the store is off: hash here (the store path hashed at ingest)
             context.chains = chain_hashes(context.history)
         key, chains = _cache_key(context), context.chains
@@ -116,13 +117,13 @@ class CorpusCache:
             if corpus.covered >= upto:
                 return self._filled(key, corpus)
             start = corpus.covered
-            rows = await self._new_rows(context, start, upto)
+            rows = await self._new_rows(context, start, upto, vectors)
             if corpus.covered == start and cache.get(key) is corpus:
                 _append(corpus, rows, chains[start:upto])
                 self._evict()
                 return self._filled(key, corpus)
         corpus = Corpus()  # persistent contention: a private corpus, correct if not cached
-        _append(corpus, await self._new_rows(context, 0, upto), chains[:upto])
+        _append(corpus, await self._new_rows(context, 0, upto, vectors), chains[:upto])
         return corpus
 
     def _filled(self, key: str, corpus: Corpus) -> Corpus:
@@ -202,7 +203,8 @@ class CorpusCache:
             _, oldest = self._cache.popitem(last=False)
             total -= oldest.nbytes
 
-    async def _new_rows(self, context: StageContext, start: int, upto: int) -> _Rows:
+    async def _new_rows(self, context: StageContext, start: int, upto: int,
+                        embed_now: bool = True) -> _Rows:
         """The rows of history[start:upto]: text work (sentences, terms, token counts) off the
         event loop when it is large, vectors from the store, the prefetch, or the embedder
         within the call's budget (the rest left to the background fill)."""
@@ -218,13 +220,13 @@ class CorpusCache:
             if vector is None and (found := await self.queries.prefetched(rows.texts[i])) is not None:
                 vectors[i], spent = found, spent + 1
         missing = [i for i, v in enumerate(vectors) if v is None]
-        now = missing if is_background() else _newest_first(missing, rows.position,
-                                                            self.call_budget - spent)
+        room = self.call_budget - spent if embed_now else 0
+        now = missing if is_background() else _newest_first(missing, rows.position, room)
         fresh = await embed(self.queries.embedder.encode, [rows.texts[i] for i in now])
         for i, row in zip(now, fresh):
             vectors[i] = row
         left = sum(v is None for v in vectors)
-        if left and not is_background():
+        if left and embed_now and not is_background():
             context.report.warnings.append(
                 f"{context.run.stage}: {left:,} new sentences past the call's embedding budget "
                 f"({self.call_budget}); embedding them in the background")
