@@ -43,7 +43,7 @@ from agentmem.messages import (
 )
 from agentmem.metrics import Metrics
 from agentmem.models.embedder import Embedder, default_embedder, to_bytes
-from agentmem.models.runtime import in_background
+from agentmem.models.runtime import in_background, on_call_path
 from agentmem.pending import AfterReplyJob, AfterReplyWork
 from agentmem.policy import Policy, load_policy
 from agentmem.report import Report, StageRun
@@ -312,16 +312,17 @@ class Hygiene:
         report.ingest.stateful = stateful
         call = Call(self, policy, handle, body, report)
         stages = build_stages(policy.stages)
-        # Embed what the stages will need (the query, the newest sentences) while ingest runs.
-        early = [text for stage in stages for text in stage.wants_query(policy, body)]
-        if early:
-            self.state.queries.prefetch(*early)
-        try:
-            await self._ingest(call, stateful)
-            await self._clean(call, stages)
-        except BaseException:
-            await call.release()
-            raise
+        with on_call_path():  # background Python work pauses meanwhile (see pause_point)
+            # Embed what the stages will need (the query, the newest sentences) while ingest runs.
+            early = [text for stage in stages for text in stage.wants_query(policy, body)]
+            if early:
+                self.state.queries.prefetch(*early)
+            try:
+                await self._ingest(call, stateful)
+                await self._clean(call, stages)
+            except BaseException:
+                await call.release()
+                raise
         call.prepared_at = time.perf_counter()
         report.latency_ms["hygiene"] = round((call.prepared_at - started) * 1000, 3)
         return call

@@ -192,3 +192,30 @@ def test_a_full_background_queue_sheds_and_never_blocks():
     finally:
         release.set()
         scheduler.stop(30)
+
+
+def test_background_python_work_pauses_while_a_call_is_prepared():
+    """A background worker's pure-Python loop waits at its pause points while a call is on
+    its call path (and goes on when the call is through); call-path threads never wait."""
+    import threading
+
+    from agentmem.models import runtime
+
+    def loop() -> float:
+        started = time.perf_counter()
+        runtime.pause_point()
+        return time.perf_counter() - started
+
+    warm = runtime.scheduler().submit(int, (), lane="pause-test", background=True)
+    assert warm is not None and warm.result(timeout=60) == 0  # the worker has started
+    with runtime.on_call_path():
+        future = runtime.scheduler().submit(loop, (), lane="pause-test", background=True)
+        assert future is not None
+        time.sleep(0.15)
+        assert not future.done()  # paused: a call is being prepared
+        elsewhere: list[float] = []
+        thread = threading.Thread(target=lambda: elsewhere.append(loop()))
+        thread.start()
+        thread.join()
+        assert elsewhere[0] < 0.05  # not a background worker: no pause
+    assert 0.1 <= future.result(timeout=5) < runtime.MAX_PAUSE_S + 0.1

@@ -297,6 +297,7 @@ async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
                             "content": body["choices"][0]["message"]["content"]})
         out[str(size)] = {
             "overhead_ms_p50": round(percentile(proxied, 0.5) - percentile(plain, 0.5), 3),
+            "overhead_ms_p95": round(percentile(proxied, 0.95) - percentile(plain, 0.95), 3),
             "overhead_ms_p99": round(percentile(proxied, 0.99) - percentile(plain, 0.99), 3),
             "proxy_ms_p50": round(percentile(proxied, 0.5), 3),
             "direct_ms_p50": round(percentile(plain, 0.5), 3),

@@ -205,9 +205,57 @@ def _init_thread(nice: int) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ.get("AGENTMEM_TORCH_THREADS", "1")))
+    _thread.background = bool(nice)
     if nice:
         with contextlib.suppress(AttributeError, OSError):  # Linux: per thread; else skipped
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+
+
+_thread = threading.local()  # .background: this thread is a background inference worker
+MAX_PAUSE_S = 0.25  # the longest one pause_point waits: background work still progresses
+
+
+class _CallsInProgress:
+    """How many calls are on their call path right now (process-wide, like the cores)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle = threading.Condition()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        with self.idle:
+            self.count += 1
+        try:
+            yield
+        finally:
+            with self.idle:
+                self.count -= 1
+                if not self.count:
+                    self.idle.notify_all()
+
+
+_calls = _CallsInProgress()
+
+
+def on_call_path() -> contextlib.AbstractContextManager[None]:
+    """Mark a call's preparation: background Python work pauses at its next ``pause_point``."""
+    return _calls.active()
+
+
+def pause_point() -> None:
+    """In a background worker's pure-Python loop: wait while a call is being prepared (at most
+    ``MAX_PAUSE_S``); elsewhere a no-op.
+
+    Why: a thread running Python holds the GIL in 5 ms slices, and torch takes the GIL back
+    between ops, hundreds of times per forward pass. Measured on 2 cores: a one-text MiniLM
+    query took 20 ms alone and 840 ms next to one busy Python thread (the clash rules or the
+    poison grouping of a long session after a reply), so calls saw 500-900 ms spikes. Pausing
+    the background's Python for the few tens of ms a call needs costs it almost nothing."""
+    if not getattr(_thread, "background", False) or not _calls.count:
+        return
+    with _calls.idle:
+        _calls.idle.wait_for(lambda: not _calls.count, timeout=MAX_PAUSE_S)
 
 
 def let_threads_run() -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from agentmem.models.runtime import pause_point
 from agentmem.quarantine.rules import RuleVerdict, rule_clash, rule_silent_ok
 from agentmem.quarantine.slots import extract_facts
 from agentmem.quarantine.statements import TRUST_RANK, Statements, is_claim
@@ -121,6 +122,7 @@ def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
     statement of its source (newest first, capped)."""
     out = []
     for row in new_rows:
+        pause_point()
         earlier = _earlier_same_source(statements, row)[-MAX_RULE_CANDIDATES:]
         best: tuple[RuleVerdict, int] | None = None
         for older in reversed(earlier):
@@ -143,6 +145,7 @@ def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash
         by_position.setdefault(int(statements.position[row]), []).append(row)
     out = []
     for position in sorted({int(statements.position[r]) for r in new_rows}):
+        pause_point()
         rows = by_position[position]
         source = statements.sources[rows[0]]
         newer_text = " ".join(statements.texts[r] for r in rows)
@@ -175,6 +178,7 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any) 
     explained are left out."""
     pairs = []
     for row in new_rows:
+        pause_point()
         text = statements.texts[row]
         if text.rstrip().endswith("?") or (not is_claim(text) and len(text.split()) < 3):
             continue  # a question asserts nothing the rules did not already read from it
@@ -193,10 +197,19 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any) 
     return pairs
 
 
-def nli_candidates(statements: Statements, new_rows: list[int], nli: Any, settings: Any
-                   ) -> list[Candidate]:
-    """Step 2: the NLI probability of every candidate pair."""
-    pairs = candidate_pairs(statements, new_rows, settings)
+def nli_candidates(statements: Statements, new_rows: list[int], nli: Any, settings: Any,
+                   limit: int | None = None) -> list[Candidate]:
+    """Step 2: the NLI probability of every candidate pair, or of the newest statements'
+    pairs up to ``limit`` (the rest keep their rule verdicts only)."""
+    if limit is None:
+        pairs = candidate_pairs(statements, new_rows, settings)
+    else:  # newest first, and no pair built past the limit (building them is not free either)
+        pairs = []
+        for row in sorted(new_rows, reverse=True):
+            if len(pairs) >= limit:
+                break
+            pairs += candidate_pairs(statements, [row], settings)
+        pairs = pairs[:limit]
     if not pairs:
         return []
     probabilities = nli.contradiction([(statements.texts[a], statements.texts[b]) for a, b in pairs])

@@ -95,7 +95,8 @@ class ClashDetector:
         scored = []
         if rest:
             nli = await run_inference(load_nli, settings)
-            scored = await run_inference(nli_candidates, statements, rest, nli, settings)
+            scored = await run_inference(nli_candidates, statements, rest, nli, settings,
+                                         settings.nli_pairs_per_reply)
         verdicts: dict[tuple[int, int], bool | None] = {}
         judge = scope.judge
         asked = [c for c in scored if c.probability >= settings.judge_threshold] if judge else []

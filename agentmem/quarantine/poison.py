@@ -54,6 +54,7 @@ from functools import lru_cache
 import numpy as np
 
 from agentmem.lexical import terms
+from agentmem.models.runtime import pause_point
 from agentmem.quarantine.statements import Statements, canonical_claim
 
 Encoder = Callable[[list[str]], np.ndarray]
@@ -488,6 +489,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     weak = np.zeros(len(clauses), dtype=bool)  # its values and names are, most of the rest too
     user_strong = np.full(len(clauses), NEVER)  # the earliest user statement of the same
     for k, clause in enumerate(clauses):
+        pause_point()
         for unit in index.candidates(clause, share=ENTITY_COVERAGE):
             level = support_level(unit, clause)
             if level and unit.trust != "user":
@@ -521,6 +523,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     similarity[np.ix_(open_, open_)] = vectors[open_] @ vectors[open_].T
     for group in group_clauses([clauses[k] for k in open_], similarity[np.ix_(open_, open_)],
                                settings, frequency, total_turns):
+        pause_point()
         members = [open_[i] for i in group]
         first = min(clauses[k].position for k in members)
         members = [k for k in members if user_strong[k] >= first]  # an echo supports nothing

@@ -38,6 +38,11 @@ class QuarantineSettings(BaseModel):
         "itself in other words more than people do, so its pairs need no shared word (DECODE "
         "dev: F1 0.442 -> 0.512 at 3.5% -> 6.8% false positives; the chat sets unchanged).")
     clash_candidates: int = Field(6, ge=1, description="Earlier statements checked per statement.")
+    nli_pairs_per_reply: int = Field(
+        96, ge=0, description="NLI pairs one reply's background check may score, the newest "
+        "statements' first (~4 ms a pair on one core). A client that sends a long history "
+        "the proxy never saw gets the rules on all of it and NLI on its newest statements: "
+        "300 imported turns took 27 s of NLI after the reply, unbounded.")
     call_path_similarity: float = Field(
         0.5, ge=-1, le=1, description="The call-path check of the newest user message only "
         "looks at earlier user statements this similar (the background looks wider).")
