@@ -125,7 +125,9 @@ def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
         pause_point()
         earlier = _earlier_same_source(statements, row)[-MAX_RULE_CANDIDATES:]
         best: tuple[RuleVerdict, int] | None = None
-        for older in reversed(earlier):
+        for number, older in enumerate(reversed(earlier)):
+            if number % 32 == 31:
+                pause_point()
             verdict = _rule(statements.texts[older], statements.texts[row], statements.sources[row])
             if verdict is not None and (best is None or verdict.score > best[0].score):
                 best = (verdict, older)
@@ -152,7 +154,9 @@ def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash
         earlier = [p for p in by_position if p < position
                    and statements.sources[by_position[p][0]] == source][-MAX_RULE_CANDIDATES:]
         best: tuple[RuleVerdict, int] | None = None
-        for older_position in reversed(earlier):
+        for number, older_position in enumerate(reversed(earlier)):
+            if number % 32 == 31:
+                pause_point()
             older_text = " ".join(statements.texts[r] for r in by_position[older_position])
             verdict = _rule(older_text, newer_text, source)
             if verdict is not None and (best is None or verdict.score > best[0].score):

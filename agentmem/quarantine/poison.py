@@ -626,7 +626,9 @@ def _same_stems(clauses: list[Clause]) -> list[Clause]:
 def clauses_of(statements: Statements, rows: list[int]) -> list[Clause]:
     """The claim clauses of these rows (clauses with at least two details)."""
     out = []
-    for row in rows:
+    for number, row in enumerate(rows):
+        if number % 64 == 0:
+            pause_point()
         position = int(statements.position[row])
         for text in split_clauses(statements.texts[row]):
             details = _claim_details(text)
@@ -660,6 +662,7 @@ def authority_units(statements: Statements, rows: list[int]) -> list[_Unit]:
     calls = getattr(statements, "calls", {})
     units = []
     for position, members in sorted(by_position.items()):
+        pause_point()
         trust = statements.trust[members[0]]
         words = [detail_terms(statements.texts[r]) for r in members]
         if trust == "tool":
@@ -756,6 +759,8 @@ def _other_amounts(clause: Clause, gap: frozenset[str], amounts: set[str]) -> bo
 def _turn_frequency(statements: Statements) -> dict[str, int]:
     seen: dict[str, set[int]] = {}
     for row in range(statements.size):
+        if row % 64 == 0:
+            pause_point()
         position = int(statements.position[row])
         for word in detail_terms(statements.texts[row]):
             seen.setdefault(word, set()).add(position)
