@@ -62,3 +62,13 @@ def test_bench_plot_writes_a_png(tmp_path):
     run = _agentmem("bench", "plot", *files, "--out", str(out))
     assert run.returncode == 0, run.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+
+
+def test_noisy_bench_measures_both_sessions(tmp_path):
+    out = tmp_path / "noisy.json"
+    run = _agentmem("bench", "noisy", "--paste-mb", "0.05", "--calls", "3", "--history-turns", "6",
+                    "--json", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(out.read_text())
+    assert result["b_quiet"]["n"] == 3 and result["b_noisy"]["n"] == 3
+    assert result["paste_chars"] >= 50_000 and result["a"]["hygiene_ms"] > 0

@@ -125,6 +125,20 @@ def reliability(json_out: Path | None = typer.Option(None, "--json", help="Write
 
 
 @bench_app.command()
+def noisy(json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
+          paste_mb: float = typer.Option(1.0, help="Size of session A's paste, in MB."),
+          calls: int = typer.Option(30, help="Session B's calls per phase."),
+          history_turns: int = typer.Option(30, help="Session B's history."),
+          pause: float = typer.Option(0.05, help="Seconds between B's calls."),
+          drain: bool = typer.Option(True, help="Wait for A's background work at the end.")):
+    """The noisy neighbour in process: one session's hygiene latency alone and while another
+    session's large paste is prepared and its after-reply work runs."""
+    from agentmem.bench.noisy import run_noisy
+
+    emit("bench noisy", run_noisy(paste_mb, calls, history_turns, pause, drain), json_out)
+
+
+@bench_app.command()
 def plot(results: list[Path] = typer.Argument(..., exists=True, help="history bench JSON files."),
          out: Path = typer.Option(Path("bench-results/history_recall_vs_tokens.png"), help="PNG to write.")):
     """Plot evidence recall against token fraction from `bench history --json` results."""

@@ -7,14 +7,12 @@ agentmem alone. Session B makes ordinary calls on a 30+ turn history: first alon
 then while session A's paste is prepared and its after-reply work runs (noisy). The figures
 are B's hygiene latency (``report.latency_ms["hygiene"]``) quiet and noisy, and A's own.
 
-    python -m agentmem.bench.noisy --paste-mb 1 --calls 30
+    agentmem bench noisy --paste-mb 1 --calls 30 [--json OUT]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import random
 import tempfile
 import time
@@ -132,19 +130,6 @@ async def measure(paste_mb: float, calls: int, history_turns: int, pause: float,
             "a": a}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--paste-mb", type=float, default=1.0)
-    parser.add_argument("--calls", type=int, default=30, help="B's calls per phase")
-    parser.add_argument("--history-turns", type=int, default=30)
-    parser.add_argument("--pause", type=float, default=0.05, help="seconds between B's calls")
-    parser.add_argument("--no-drain", action="store_true",
-                        help="exit without waiting for A's background work")
-    args = parser.parse_args()
-    result = asyncio.run(measure(args.paste_mb, args.calls, args.history_turns, args.pause,
-                                 drain=not args.no_drain))
-    print(json.dumps(result, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+def run_noisy(paste_mb: float = 1.0, calls: int = 30, history_turns: int = 30,
+              pause: float = 0.05, drain: bool = True) -> dict[str, Any]:
+    return asyncio.run(measure(paste_mb, calls, history_turns, pause, drain=drain))
