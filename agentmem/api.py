@@ -42,8 +42,8 @@ from agentmem.messages import (
     text_of,
 )
 from agentmem.metrics import Metrics
-from agentmem.models.embedder import Embedder, default_embedder, to_bytes
-from agentmem.models.runtime import in_background, on_call_path
+from agentmem.models.embedder import Embedder, ModelsNotReady, default_embedder, to_bytes
+from agentmem.models.runtime import in_background, on_call_path, run_inference
 from agentmem.pending import AfterReplyJob, AfterReplyWork
 from agentmem.policy import Policy, load_policy
 from agentmem.report import Report, StageRun
@@ -51,6 +51,7 @@ from agentmem.stages import Channels, Draft, Stage, StageContext, build_stages
 from agentmem.state import CacheLimits, EngineState
 from agentmem.store import RedisConnector, SessionHandle, SessionStore, StoreUnavailable
 from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
+from agentmem.text import count_tokens
 from agentmem.upstream import LitellmUpstream, Upstream
 from agentmem.validate import OutgoingInvalid, validate_outgoing
 
@@ -151,6 +152,21 @@ class Hygiene:
                 return cancelled
             await asyncio.wait(writes, timeout=deadline - loop.time(),
                                return_when=asyncio.FIRST_COMPLETED)
+
+    async def warm_up(self, *, models: bool = True) -> None:
+        """Do now what the first calls would otherwise pay for: litellm's first-call set-up,
+        the token counter's tables and, with ``models``, loading MiniLM (the stages that need
+        it are skipped by calls that arrive before it is in: ``ModelsNotReady``)."""
+        load = None
+        if models:
+            self.embedder.will_load()  # from now on calls do not wait for it
+            load = asyncio.ensure_future(run_inference(self.embedder.load))
+        warm = getattr(self.upstream, "warm", None)
+        if warm is not None:
+            await warm()
+        await asyncio.to_thread(count_tokens, "warm up")
+        if load is not None:
+            await load
 
     def close(self) -> None:
         """Close everything (from sync code): the sync bridge's loop (its background work
@@ -374,8 +390,13 @@ class Hygiene:
             run = report.stage(stage.name)
             started = time.perf_counter()
             context = call.stage_context(run, channels)
+            before = draft.snapshot()
             try:
                 await stage.apply(draft, context)
+            except ModelsNotReady as error:  # a server just started: serve now, unfiltered
+                run.skipped = str(error)
+                report.warnings.append(f"{stage.name} skipped: {error}")
+                draft = before
             except Exception as error:  # noqa: BLE001 - a stage bug must not break the call
                 run.error = f"{type(error).__name__}: {error}"
                 log.exception("stage %s failed", stage.name)

@@ -38,7 +38,10 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
           redis_url: str | None = typer.Option(None, help="Use this Redis instead of the embedded one."),
           log_level: str = typer.Option("info", help="uvicorn log level."),
           log_format: str = typer.Option("text", help="'json': one JSON object per log line "
-                                         "(each call's line carries its session and report ids).")):
+                                         "(each call's line carries its session and report ids)."),
+          workers: int = typer.Option(1, min=1, max=64, help="Processes serving the port (each "
+                                      "loads its own models: about 1 GB each). Sessions are safe "
+                                      "across them: the store's lock serialises each session.")):
     """Run the OpenAI-compatible proxy (embedded Redis, no config needed)."""
     if log_format not in {"text", "json"}:
         raise typer.BadParameter("use 'text' or 'json'", param_hint="--log-format")
@@ -53,15 +56,36 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     configure_logging(log_format, log_level)
     settings = Settings.load(config, policy=policy, redis_url=redis_url)
     console.print(f"agentmem on http://{host}:{port}/v1  policy={settings.policy}  "
-                  f"store={settings.redis_url or 'embedded'}")
+                  f"store={settings.redis_url or 'embedded'}"
+                  + (f"  workers={workers}" if workers > 1 else ""))
     # Shutdown: uvicorn stops accepting and gives in-flight calls this long, then the app's
     # lifespan gives their writes a little more and leaves the after-reply work recorded in
     # Redis (see agentmem.pending): the process is gone within 10 s, whatever was pending.
+    if workers > 1:
+        _serve_workers(workers, listener, config, policy, redis_url, log_level)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
                                            log_level=log_level, timeout_graceful_shutdown=5))
     with contextlib.suppress(KeyboardInterrupt):  # SIGINT, re-raised by uvicorn once it is done
         server.run(sockets=[listener])
     _exit_now(0 if server.started else 3)
+
+
+def _serve_workers(workers: int, listener: socket.socket, config: Path | None,
+                   policy: str | None, redis_url: str | None, log_level: str) -> NoReturn:
+    """uvicorn's supervisor: ``workers`` processes accept on the one listening socket, and a
+    worker that dies is started again (it serves at once: see ``Hygiene.warm_up``). Each
+    worker reads its settings as this process did, from the environment set here."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    for name, value in (("AGENTMEM_CONFIG", config), ("AGENTMEM_POLICY", policy),
+                        ("AGENTMEM_REDIS_URL", redis_url)):
+        if value is not None:
+            os.environ[name] = str(value)
+    supervisor = uvicorn.Config("agentmem.proxy.app:app_from_environment", factory=True,
+                                workers=workers, log_level=log_level, timeout_graceful_shutdown=5)
+    Multiprocess(supervisor, sockets=[listener]).run()
+    _exit_now(0)
 
 
 def _listen(host: str, port: int) -> socket.socket:

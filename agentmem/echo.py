@@ -10,7 +10,9 @@ way); ``DELETE /_echo/script`` forgets the scripts.
 
 Directives in the last user or tool message steer it:
 ``[[tool:NAME {"json": "args"}]]`` (repeatable: parallel calls), ``[[status:503]]`` (fail with
-that status), ``[[cut:N]]`` (drop the connection after N streamed chunks), ``[[slow:MS]]``.
+that status), ``[[cut:N]]`` (drop the connection after N streamed chunks), ``[[slow:MS]]``,
+``[[stall:N,MS]]`` (a stream pauses MS ms after N chunks, then goes on), ``[[retry_after:S]]``
+(a ``[[status:...]]`` answer carries ``Retry-After: S``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
-_DIRECTIVE = re.compile(r"\[\[(tool|status|cut|slow):([^\s\]]+)(?:\s+(\{.*?\}))?\]\]", re.S)
+_DIRECTIVE = re.compile(r"\[\[(tool|status|cut|slow|stall|retry_after):([^\s\]]+)(?:\s+(\{.*?\}))?\]\]",
+                        re.S)
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -83,10 +86,7 @@ def create_echo_app(*, keep: int = 2000) -> FastAPI:
             if kind == "slow":
                 await asyncio.sleep(int(value) / 1000)
             if kind == "status":
-                code = int(value)
-                return _json({"error": {"message": f"echo upstream failing with {code} as asked",
-                                        "type": "server_error" if code >= 500 else "invalid_request_error",
-                                        "param": None, "code": None}}, status=code)
+                return _failure(int(value), directives)
         tool_names = {t.get("function", {}).get("name") for t in body.get("tools") or ()}
         calls = [
             {"id": f"call_{next(ids)}", "type": "function",
@@ -121,16 +121,35 @@ def create_echo_app(*, keep: int = 2000) -> FastAPI:
                                                        "logprobs": None, "finish_reason": finish}],
                           "usage": usage, "system_fingerprint": "fp_echo"})
         cut = next((int(v) for k, v, _ in directives if k == "cut"), None)
+        stall = next((_stall(v) for k, v, _ in directives if k == "stall"), None)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return StreamingResponse(
             _stream(completion_id, created, model, content, calls, finish, usage,
-                    include_usage, cut),
+                    include_usage, cut, stall),
             media_type="text/event-stream")
 
     return app
 
 
-async def _stream(completion_id, created, model, content, calls, finish, usage, include_usage, cut):
+def _failure(code: int, directives: list[tuple[str, str, str]]) -> Response:
+    """The error a ``[[status:CODE]]`` asks for, with ``Retry-After`` if ``[[retry_after:S]]``."""
+    response = _json({"error": {"message": f"echo upstream failing with {code} as asked",
+                                "type": "server_error" if code >= 500 else "invalid_request_error",
+                                "param": None, "code": None}}, status=code)
+    retry = next((v for k, v, _ in directives if k == "retry_after"), None)
+    if retry is not None:
+        response.headers["Retry-After"] = retry
+    return response
+
+
+def _stall(value: str) -> tuple[int, float]:
+    """``N,MS`` of ``[[stall:N,MS]]``: after N chunks, pause MS milliseconds."""
+    after, _, ms = value.partition(",")
+    return int(after), int(ms or 0) / 1000
+
+
+async def _stream(completion_id, created, model, content, calls, finish, usage, include_usage, cut,
+                  stall=None):
     def chunk(delta, finish_reason=None, with_usage=None, choices=True):
         data = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
                 "model": model, "system_fingerprint": "fp_echo",
@@ -157,6 +176,8 @@ async def _stream(completion_id, created, model, content, calls, finish, usage, 
     for sent, piece in enumerate(pieces):
         if cut is not None and sent >= cut:
             raise ConnectionAbortedError("echo upstream cutting the stream as asked")
+        if stall is not None and sent == stall[0]:
+            await asyncio.sleep(stall[1])
         yield piece
         await asyncio.sleep(0)
     yield b"data: [DONE]\n\n"

@@ -26,8 +26,6 @@ import contextlib
 import functools
 import logging
 import math
-import os
-import secrets
 import socket
 import weakref
 from collections.abc import Awaitable, Callable
@@ -35,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentmem.policy import Policy, preset_names
-from agentmem.store import SessionStore, StoreUnavailable
+from agentmem.store import SessionStore, StoreUnavailable, owner
 from agentmem.store.sessions import _wrap_errors
 
 if TYPE_CHECKING:
@@ -59,8 +57,10 @@ def alive_key(server: str) -> str:
 
 
 def new_server_id() -> str:
-    """Unique per process start: a restarted server is a new server that adopts the old one."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    """Unique per process start: a restarted server is a new server that adopts the old one.
+    It names the process (``agentmem.store.owner``), so a server restarted on the same machine
+    sees that its predecessor died and adopts its jobs at once, not after the lease."""
+    return f"{socket.gethostname()}/{owner.new_token()}"
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,8 @@ class Ledger:
             other = raw.decode()
             if other == self.server:
                 continue
+            if owner.holder_is_dead(other):  # killed on this machine: no need to wait out its lease
+                await self.redis.delete(alive_key(other))
             moved = await self._adopt(
                 keys=[alive_key(other), stream_key(other), stream_key(self.server), SERVERS_KEY,
                       alive_key(self.server)],

@@ -46,6 +46,7 @@ class StageRun(BaseModel):
     latency_ms: float = 0.0
     decisions: list[Decision] = Field(default_factory=list)
     error: str | None = None
+    skipped: str | None = None  # why the stage did not run on this call (models still loading)
 
 
 class IngestSummary(BaseModel):

@@ -8,6 +8,7 @@ provider's status, so clients see the same status they would have seen without a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 from collections.abc import Callable
@@ -78,6 +79,14 @@ class LitellmUpstream:
         route = self.route(request["model"]) if self.route is not None else None
         return await acompletion(litellm_kwargs(request, route.resolved_params() if route else None))
 
+    async def warm(self) -> None:
+        """Pay litellm's first-call cost (about 1 s of lazy imports and set-up in a thread)
+        before a client does: one request to a closed loopback port, refused at once."""
+        with contextlib.suppress(Exception):
+            await litellm.acompletion(model="openai/agentmem-warm-up", api_key="warm-up",
+                                      api_base="http://127.0.0.1:1/v1", max_retries=0, timeout=2,
+                                      messages=[{"role": "user", "content": "warm up"}])
+
 
 def litellm_kwargs(body: dict, route_params: dict | None) -> dict:
     """The request body as litellm keyword arguments, with a configured route applied."""
@@ -136,8 +145,25 @@ def as_upstream_error(error: BaseException) -> UpstreamError:
                   403: "permission_error", 404: "not_found_error",
                   429: "rate_limit_error", 502: "upstream_unreachable",
                   504: "upstream_timeout"}.get(status, "upstream_error")
-    return UpstreamError(f"upstream: {message}", status_code=status, error_type=error_type,
-                         code=type(error).__name__)
+    upstream = UpstreamError(f"upstream: {message}", status_code=status, error_type=error_type,
+                             code=type(error).__name__)
+    upstream.headers = _retry_headers(error) or None
+    return upstream
+
+
+_RETRY_HEADERS = ("retry-after", "retry-after-ms")
+
+
+def _retry_headers(error: BaseException) -> dict[str, str]:
+    """The provider's ``Retry-After`` (and OpenAI's ``retry-after-ms``), passed on so the
+    client's backoff waits as long as the provider asked, not its own guess."""
+    for source in (getattr(error, "litellm_response_headers", None),
+                   getattr(getattr(error, "response", None), "headers", None)):
+        if source:
+            found = {name: str(source[name]) for name in _RETRY_HEADERS if name in source}
+            if found:
+                return found
+    return {}
 
 
 def context_window(model: str) -> int | None:

@@ -51,6 +51,8 @@ def test_the_faults_happened_as_scripted(result):
     kill = result["scenarios"]["proxy_kill"]
     assert kill["cut_calls"] >= 1 and kill["errors"], kill
     redis_kill = result["scenarios"]["redis_kill"]
-    assert all(redis_kill[mode]["healthy_again_s_max"] > 0 for mode in ("everysec", "always"))
+    assert all(redis_kill[mode]["healthy_again_s_max"] > 0
+               for mode in ("everysec", "always", "embedded"))
+    assert kill["usable_via_restart_s_max"] < 30, kill  # restarted at once, serving at once
     faults = result["scenarios"]["upstream_faults"]
     assert faults["unexpected_outcomes"] == 0, faults["outcomes"]

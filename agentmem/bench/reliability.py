@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import random
 import shutil
@@ -153,13 +154,17 @@ class RedisProcess(ChildProcess):
 class ProxyProcess(ChildProcess):
     """``agentmem serve`` on the bench's Redis, its output kept in a log file for post-mortems."""
 
-    def __init__(self, workdir: Path, name: str, config: Path, redis_url: str) -> None:
+    def __init__(self, workdir: Path, name: str, config: Path, redis_url: str | None) -> None:
+        """``redis_url`` None: the proxy's own embedded Redis, in ``workdir``/data."""
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / f"{name}.log"
         self.args = [sys.executable, "-m", "agentmem", "serve", "--port", str(self.port),
-                     "--config", str(config), "--redis-url", redis_url, "--log-level", "warning"]
+                     "--config", str(config), "--log-level", "warning"]
+        if redis_url is not None:
+            self.args += ["--redis-url", redis_url]
         self.env = _serve_env(workdir)
+        self.data_dir = Path(self.env["AGENTMEM_DATA_DIR"])
         self.process: subprocess.Popen | None = None
 
     def launch(self) -> None:
@@ -524,9 +529,11 @@ def _sum_modes(parts: dict[str, dict[str, Any]]) -> dict[str, int]:
 async def proxy_kill(bench: Bench) -> dict[str, Any]:
     """(c) kill -9 of the proxy at random points of plain and streamed calls, then restart.
 
-    Right after each kill, every session whose call was cut is retried on the standby
-    replica (same Redis): that call's wait measures how long the dead proxy's lock held the
-    session. Then the proxy is restarted and each session makes its next call there.
+    Right after each kill the proxy is restarted (as a supervisor would), and meanwhile
+    every session whose call was cut is retried on the standby replica (same Redis): that
+    wait measures how long the dead proxy's lock held the session. Once the restarted proxy
+    answers, every session makes its next call there; that wait, from the kill, is how long
+    a session was unusable through its own proxy (the restart's start-up included).
     """
     started, tally = time.perf_counter(), Tally()
     conversations = [Conversation(_session("c")) for _ in range(bench.scale.crash_sessions)]
@@ -534,9 +541,10 @@ async def proxy_kill(bench: Bench) -> dict[str, Any]:
     via_standby, via_restart, restarts = [], [], []
     for _ in range(bench.scale.proxy_kills):
         killed_at, cut = await _run_until_killed(bench, conversations, tally)
+        restart = asyncio.create_task(asyncio.to_thread(bench.proxy.start, False))
         waits = await asyncio.gather(*(_retry_timed(c, standby, tally, killed_at) for c in cut))
         via_standby += [w for w in waits if w is not None]
-        restarts.append(await asyncio.to_thread(bench.proxy.start, False))
+        restarts.append(await restart)
         client = bench.client()
         waits = await asyncio.gather(*(_retry_timed(c, client, tally, killed_at) for c in conversations))
         via_restart += [w for w in waits if w is not None]
@@ -601,7 +609,36 @@ async def redis_kill(bench: Bench) -> dict[str, Any]:
         await checkpoint(bench.client(), conversations, tally)
         parts[fsync] = await bench.finish(tally, conversations, started,
                                           healthy_again_s_max=round(max(recovered), 2))
+    parts["embedded"] = await _embedded_redis_kill(bench)
     return {**parts, **_sum_modes(parts)}
+
+
+async def _embedded_redis_kill(bench: Bench) -> dict[str, Any]:
+    """A proxy on its own embedded Redis (the default set-up): kill -9 of that redis-server
+    mid-traffic; the proxy's watch restarts it from its append-only file by itself."""
+    started, tally = time.perf_counter(), Tally()
+    folder = bench.workdir / "embedded"
+    folder.mkdir(exist_ok=True)
+    proxy = ProxyProcess(folder, "proxy", bench.workdir / "config.yaml", None)
+    proxy.start()
+    try:
+        local = dataclasses.replace(bench, proxy=proxy)
+        conversations = [Conversation(_session("d-embedded")) for _ in range(4)]
+        recovered = [await _traffic_while(local, conversations, tally, _kill_embedded)
+                     for _ in range(bench.scale.redis_kills)]
+        await checkpoint(local.client(), conversations, tally)
+        return await local.finish(tally, conversations, started,
+                                  healthy_again_s_max=round(max(recovered), 2))
+    finally:
+        proxy.stop()
+
+
+async def _kill_embedded(bench: Bench) -> float:
+    """kill -9 of the proxy's embedded redis-server; seconds until /healthz says ok again
+    (nobody restarts it but the proxy's own watch)."""
+    pid = int((bench.proxy.data_dir / "redis.pid").read_text().strip())
+    os.kill(pid, signal.SIGKILL)
+    return await _healthy_again(bench, time.perf_counter())
 
 
 async def _kill_redis(bench: Bench) -> float:
@@ -609,12 +646,17 @@ async def _kill_redis(bench: Bench) -> float:
     bench.redis.kill()
     killed_at = time.perf_counter()
     await asyncio.to_thread(bench.redis.start)
+    return await _healthy_again(bench, killed_at)
+
+
+async def _healthy_again(bench: Bench, since: float, limit_s: float = 120) -> float:
+    """Seconds from ``since`` until the proxy's /healthz says ok."""
     async with bench.http() as http:
         while (await http.get("/healthz")).json()["status"] != "ok":
-            if time.perf_counter() - killed_at > 120:
-                raise RuntimeError("the proxy did not see Redis again within 120 s")
+            if time.perf_counter() - since > limit_s:
+                raise RuntimeError(f"the proxy's Redis was not back within {limit_s:g} s")
             await asyncio.sleep(0.05)
-    return time.perf_counter() - killed_at
+    return time.perf_counter() - since
 
 
 async def _traffic_while(bench: Bench, conversations: list[Conversation], tally: Tally,
@@ -642,13 +684,18 @@ FAULTS = {
     "status_429": ("[[status:429]]", False, None, "status 429"),
     "upstream_timeout": ("[[slow:3000]]", False, {"timeout": 1}, "status 504"),
     "cut_stream": ("[[cut:3]]", True, None, "APIError"),
+    "stalled_stream": ("[[stall:3,3000]]", True, {"timeout": 1}, "APIError"),
+    "short_stall": ("[[stall:3,300]]", True, None, "acknowledged"),
+    "retry_after_429": ("[[status:429]] [[retry_after:2]]", False, None, "status 429"),
 }
 
 
 async def upstream_faults(bench: Bench) -> dict[str, Any]:
-    """(e) The provider fails: 500, 429, a timeout (the request's own ``timeout``), a stream
-    cut after three chunks. Each fault sits between good calls in one stateless session; the
-    client drops the failed message and goes on, as an application would."""
+    """(e) The provider fails: 500, 429 (also with Retry-After), a timeout (the request's own
+    ``timeout``), a stream cut after three chunks, a stream that stalls past the timeout (and
+    one that stalls briefly, which must be relayed untouched). Each fault sits between good
+    calls in one stateless session; the client drops the failed message and goes on, as an
+    application would."""
     started, tally, client = time.perf_counter(), Tally(), bench.client()
     conversations = {name: Conversation(_session(f"e-{name}")) for name in FAULTS}
     seen: dict[str, Counter] = {name: Counter() for name in FAULTS}

@@ -17,12 +17,18 @@ DIMENSION = 384
 MAX_CHARS = 256 * 24
 
 
+class ModelsNotReady(RuntimeError):
+    """A call needs a model that is still loading. The engine skips the stage for this call
+    (with a warning in the report) rather than make the call wait for the load."""
+
+
 class Embedder:
     """Lazy wrapper around a sentence-transformers model; thread-safe loading."""
 
     def __init__(self, path: str | None = None, *, batch_size: int = 64):
         self._path = path
         self._model = None
+        self._loading = False
         self._lock = threading.Lock()
         self._tokenizing = threading.Lock()
         self.batch_size = batch_size
@@ -39,7 +45,19 @@ class Embedder:
     def loaded(self) -> bool:
         return self._model is not None
 
+    @property
+    def loading(self) -> bool:
+        """A load has begun (a server warming up at start) and has not finished. Calls on
+        the call path do not wait for it: their stages that need vectors are skipped
+        (``ModelsNotReady``), so a restarted server serves at once."""
+        return self._loading and self._model is None
+
+    def will_load(self) -> None:
+        """A load is about to start (see ``loading``)."""
+        self._loading = True
+
     def load(self):
+        self._loading = True
         with self._lock:
             if self._model is None:
                 from sentence_transformers import SentenceTransformer

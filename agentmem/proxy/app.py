@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 
 from fastapi import Depends, FastAPI, Request
@@ -12,7 +13,6 @@ from fastapi import Depends, FastAPI, Request
 from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
-from agentmem.models.runtime import run_inference
 from agentmem.proxy import chat, highlight, metrics, sessions, tools_feedback, ui
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.errors import install_error_handlers
@@ -29,9 +29,10 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        warm = None
-        if warm_models and engine.policy.embed:  # load MiniLM now, not on the first request
-            warm = asyncio.get_running_loop().create_task(run_inference(engine.embedder.load))
+        # Serve at once; what first calls would pay (litellm's set-up, the token tables, MiniLM)
+        # loads meanwhile, and calls that arrive before MiniLM is in skip the stages needing it.
+        warm = asyncio.get_running_loop().create_task(
+            engine.warm_up(models=warm_models and engine.policy.embed))
         stopping = asyncio.Event()
         _resume_after(engine, warm, stopping)  # jobs a stopped or crashed server left behind
         try:
@@ -68,18 +69,34 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
         return {"status": "ok" if redis_state == "ok" else "degraded", "redis": redis_state,
                 "embedder": "loaded" if engine.embedder.loaded else "not loaded",
                 "policy": engine.policy.name, "version": __version__,
+                "process": os.getpid(),  # which worker answered (serve --workers N)
                 "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
 
     return app
 
 
-def _resume_after(engine: Hygiene, warm: asyncio.Task | None, stopping: asyncio.Event) -> None:
+def app_from_environment() -> FastAPI:
+    """The app of one ``agentmem serve --workers N`` worker: settings from the file and the
+    ``AGENTMEM_*`` variables its supervisor set."""
+    _end_with_parent()
+    return create_app(Settings.load())
+
+
+def _end_with_parent() -> None:
+    """Linux: a worker gets SIGTERM when its supervisor dies, even by kill -9, rather than
+    serve on orphaned (and be started again next to itself by the next supervisor)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _resume_after(engine: Hygiene, warm: asyncio.Task, stopping: asyncio.Event) -> None:
     """Start redoing orphaned jobs once the models are loaded: loading two transformers models
     at once from two threads races in their lazy imports ("cannot import name ...")."""
-    if warm is None:
-        engine.resume_pending()
-        return
-
     def loaded(task: asyncio.Task) -> None:
         if not stopping.is_set():  # the server may have begun shutting down meanwhile
             engine.resume_pending()
@@ -87,17 +104,16 @@ def _resume_after(engine: Hygiene, warm: asyncio.Task | None, stopping: asyncio.
     warm.add_done_callback(loaded)
 
 
-async def _shut_down(engine: Hygiene, warm: asyncio.Task | None, *, close_store: bool) -> None:
+async def _shut_down(engine: Hygiene, warm: asyncio.Task, *, close_store: bool) -> None:
     """Quick and losing nothing: uvicorn has stopped accepting and given in-flight calls their
     grace; their writes get ``SHUTDOWN_GRACE_S`` more; the work after replies is not waited for
     (a large paste's embeddings take minutes) but stays recorded in Redis, where the next start
     or another replica picks it up. A model still loading is left to the process exit."""
-    if warm is not None:
-        if warm.done():
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                warm.result()
-        else:
-            warm.cancel()
+    if warm.done():
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            warm.result()
+    else:
+        warm.cancel()
     await engine.aclose(drain=False, grace_s=SHUTDOWN_GRACE_S)
     if close_store:
         await asyncio.to_thread(engine.connector.close)

@@ -48,7 +48,7 @@ async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
         try:
             response = await call.send()
         except AgentmemError as error:
-            error.headers = call.headers()
+            error.headers = {**call.headers(), **(error.headers or {})}  # the provider's Retry-After
             raise
         if call.outgoing.get("stream"):
             return RelayResponse(_sse(call.relay(response)), headers=call.headers(),

@@ -81,6 +81,12 @@ class Draft:
     def plain_messages(self) -> list[dict[str, Any]]:
         return [m.message for m in self.messages]
 
+    def snapshot(self) -> Draft:
+        """A copy to go back to if a stage stops half-way (messages are replaced, never edited
+        in place, so copying the holders is enough)."""
+        return Draft([OutgoingMessage(m.index, m.message, m.tokens) for m in self.messages],
+                     self.tools, self.functions)
+
 
 @dataclass
 class Channels:

@@ -220,6 +220,8 @@ class CorpusCache:
             if vector is None and (found := await self.queries.prefetched(rows.texts[i])) is not None:
                 vectors[i], spent = found, spent + 1
         missing = [i for i, v in enumerate(vectors) if v is None]
+        if missing and embed_now:
+            self.queries.ready_or_raise()
         room = self.call_budget - spent if embed_now else 0
         now = missing if is_background() else _newest_first(missing, rows.position, room)
         fresh = await embed(self.queries.embedder.encode, [rows.texts[i] for i in now])

@@ -20,8 +20,8 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from agentmem.models.embedder import Embedder
-from agentmem.models.runtime import current_lane, embed
+from agentmem.models.embedder import Embedder, ModelsNotReady
+from agentmem.models.runtime import current_lane, embed, is_background
 
 
 class QueryVectors:
@@ -38,6 +38,8 @@ class QueryVectors:
     def prefetch(self, *texts: str) -> None:
         """Start embedding the texts (the first ``prefetch_limit`` not known or under way), in
         the caller's lane: the prefetch is part of the call that asked for it."""
+        if self.embedder.loading:  # a call does not wait for the model (see vector)
+            return
         loop = asyncio.get_running_loop()
         wanted = list(dict.fromkeys(t for t in texts if t and t not in self._done
                                     and (id(loop), t) not in self._pending))[:self.prefetch_limit]
@@ -69,15 +71,22 @@ class QueryVectors:
         return self._done.get(text)
 
     async def vector(self, text: str) -> np.ndarray:
-        """The unit-normalised vector of ``text``."""
+        """The unit-normalised vector of ``text``. On a call path while the model is still
+        loading (a server just started): ``ModelsNotReady``, so the call does not wait."""
         if text in self._done:
             self._done.move_to_end(text)
             return self._done[text]
+        self.ready_or_raise()
         self.prefetch(text)
         key = (id(asyncio.get_running_loop()), text)
         if key in self._pending:
             await asyncio.shield(self._pending[key])
         return self._done[text] if text in self._done else (await self._compute([text]))[0]
+
+    def ready_or_raise(self) -> None:
+        """Raise ``ModelsNotReady`` on a call path while the model loads; background work waits."""
+        if self.embedder.loading and not is_background():
+            raise ModelsNotReady("the embedding model is still loading (the server just started)")
 
     async def _compute(self, texts: list[str], lane: Hashable | None = None) -> list[np.ndarray]:
         rows = await embed(self.embedder.encode, texts, lane=lane, bounded=False)

@@ -25,6 +25,7 @@ from redis.exceptions import LockError, RedisError, ResponseError
 
 from agentmem.errors import SessionBusy
 from agentmem.report import Report
+from agentmem.store import owner
 from agentmem.store.keys import SessionKeys, tenant_index
 
 
@@ -140,12 +141,19 @@ if ARGV[i] == '1' then redis.call('DEL', KEYS[1]) end
 return 1
 """
 
+# Delete KEYS[1] if it still holds ARGV[1] (a dead holder's lock token).
+_DELETE_IF_EQUAL = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
 
 class SessionStore:
     def __init__(self, redis: Any) -> None:
         # a redis.asyncio.Redis with bytes replies; its stubs type every reply as bytes | str
         self.redis = redis
         self._commit_script = redis.register_script(_COMMIT)
+        self._delete_if_equal = redis.register_script(_DELETE_IF_EQUAL)
         self._chain_memo: OrderedDict[str, list[str]] = OrderedDict()  # see turn_tokens
 
     async def close(self) -> None:
@@ -163,8 +171,13 @@ class SessionStore:
         """Serialise calls on one session; the lock is extended while the call runs."""
         lock = self.redis.lock(handle.keys.lock, timeout=timeout, blocking_timeout=wait,
                                thread_local=False)
+        token = owner.new_token()
         try:
-            acquired = await lock.acquire()
+            acquired = await lock.acquire(blocking=False, token=token)
+            if not acquired and await self._break_if_dead(handle.keys.lock):
+                acquired = await lock.acquire(blocking=False, token=token)
+            if not acquired:
+                acquired = await lock.acquire(token=token)
         except (RedisError, OSError) as error:
             raise StoreUnavailable(f"{type(error).__name__}: {error}") from error
         if not acquired:
@@ -179,6 +192,16 @@ class SessionStore:
             if lock.local.token is not None:  # commit() may have released it already
                 with contextlib.suppress(LockError, RedisError, OSError):
                     await lock.release()
+
+    async def _break_if_dead(self, key: str) -> bool:
+        """Free a lock whose holder is a process of this machine that has died (a proxy
+        killed and restarted: its sessions are usable at once, not after the lease); True if
+        freed. The holder is read and deleted in one script, so a live successor's lock (a
+        new token) is never deleted."""
+        holder = await self.redis.get(key)
+        if not owner.holder_is_dead(holder):
+            return False
+        return bool(await self._delete_if_equal(keys=[key], args=[holder]))
 
     @staticmethod
     async def _keep_alive(lock: Lock, timeout: float) -> None:
