@@ -1,3 +1,3 @@
-from agentmem.cli import app
+from agentmem.cli import main
 
-app()
+main()

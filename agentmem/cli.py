@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -30,6 +30,21 @@ app.add_typer(policy_app, name="policy")
 console = Console()
 
 
+LOCAL_CONFIG = "agentmem.yaml"
+
+
+def main() -> None:
+    """The ``agentmem`` console script: a configuration or policy error is one line on
+    stderr and exit status 2, not a traceback."""
+    from agentmem.errors import AgentmemError
+
+    try:
+        app()
+    except AgentmemError as error:
+        print(f"agentmem: {' '.join(error.message.split())}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 @app.command()
 def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
           port: int = typer.Option(8787, min=1, max=65535, help="Port to listen on."),
@@ -41,37 +56,54 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
                                          "(each call's line carries its session and report ids)."),
           workers: int = typer.Option(1, min=1, max=64, help="Processes serving the port (each "
                                       "loads its own models: about 1 GB each). Sessions are safe "
-                                      "across them: the store's lock serialises each session.")):
-    """Run the OpenAI-compatible proxy (embedded Redis, no config needed)."""
+                                      "across them: the store's lock serialises each session."),
+          verbose: bool = typer.Option(False, "--verbose", help="Show model loading output.")):
+    """Run the OpenAI-compatible proxy (embedded Redis, no config needed; ./agentmem.yaml is
+    read when present and no --config or AGENTMEM_CONFIG is given)."""
     if log_format not in {"text", "json"}:
         raise typer.BadParameter("use 'text' or 'json'", param_hint="--log-format")
+    if verbose:
+        os.environ["AGENTMEM_VERBOSE"] = "1"
+    if config is None and not os.environ.get("AGENTMEM_CONFIG") and Path(LOCAL_CONFIG).is_file():
+        config = Path(LOCAL_CONFIG)
+        print(f"agentmem: using ./{LOCAL_CONFIG}", file=sys.stderr)
     listener = _listen(host, port)  # before anything slow: a busy port is one line, at once
 
     import uvicorn
 
     from agentmem.config import Settings
     from agentmem.metrics import configure_logging
+    from agentmem.policy import load_policy
     from agentmem.proxy import create_app
 
     configure_logging(log_format, log_level)
     settings = Settings.load(config, policy=policy, redis_url=redis_url)
-    console.print(f"agentmem on http://{host}:{port}/v1  policy={settings.policy}  "
-                  f"store={settings.redis_url or 'embedded'}"
-                  + (f"  workers={workers}" if workers > 1 else ""))
+    load_policy(settings.policy)  # a bad policy is one line before the banner, not after
+    base = f"http://{host}:{port}"
+    banner = (f"agentmem on {base}/v1  policy={settings.policy}  "
+              f"store={settings.redis_url or 'embedded'}" + (f"  workers={workers}" if workers > 1 else "")
+              + f"\n  inspect: {base}/ui   metrics: {base}/metrics   health: {base}/healthz")
+    if log_format == "json":
+        logging.getLogger("agentmem").warning(" ".join(banner.split()), extra={"agentmem": {
+            "event": "start", "url": f"{base}/v1", "policy": settings.policy, "workers": workers}})
+    else:
+        print(banner, flush=True)
     # Shutdown: uvicorn stops accepting and gives in-flight calls this long, then the app's
     # lifespan gives their writes a little more and leaves the after-reply work recorded in
     # Redis (see agentmem.pending): the process is gone within 10 s, whatever was pending.
     if workers > 1:
-        _serve_workers(workers, listener, config, policy, redis_url, log_level)
+        _serve_workers(workers, listener, config, policy, redis_url, log_level, log_format)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
-                                           log_level=log_level, timeout_graceful_shutdown=5))
+                                           log_level=log_level, timeout_graceful_shutdown=5,
+                                           **_log_config(log_format)))
     with contextlib.suppress(KeyboardInterrupt):  # SIGINT, re-raised by uvicorn once it is done
         server.run(sockets=[listener])
     _exit_now(0 if server.started else 3)
 
 
 def _serve_workers(workers: int, listener: socket.socket, config: Path | None,
-                   policy: str | None, redis_url: str | None, log_level: str) -> NoReturn:
+                   policy: str | None, redis_url: str | None, log_level: str,
+                   log_format: str) -> NoReturn:
     """uvicorn's supervisor: ``workers`` processes accept on the one listening socket, and a
     worker that dies is started again (it serves at once: see ``Hygiene.warm_up``). Each
     worker reads its settings as this process did, from the environment set here."""
@@ -83,9 +115,18 @@ def _serve_workers(workers: int, listener: socket.socket, config: Path | None,
         if value is not None:
             os.environ[name] = str(value)
     supervisor = uvicorn.Config("agentmem.proxy.app:app_from_environment", factory=True,
-                                workers=workers, log_level=log_level, timeout_graceful_shutdown=5)
+                                workers=workers, log_level=log_level, timeout_graceful_shutdown=5,
+                                **_log_config(log_format))
     Multiprocess(supervisor, sockets=[listener]).run()
     _exit_now(0)
+
+
+def _log_config(log_format: str) -> dict[str, Any]:
+    """uvicorn's ``log_config`` for the format (nothing: uvicorn's default, for text)."""
+    from agentmem.metrics import uvicorn_log_config
+
+    config = uvicorn_log_config(log_format)
+    return {} if config is None else {"log_config": config}
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -149,12 +190,18 @@ def inspect(session_id: str, tenant: str = typer.Option("default"),
 
 @app.command("echo-upstream")
 def echo_upstream(host: str = typer.Option("127.0.0.1"), port: int = typer.Option(8788)):
-    """Run the deterministic OpenAI-compatible upstream used by benches, examples and tests."""
+    """Run the deterministic OpenAI-compatible upstream used by benches, examples and tests
+    (its directives, such as [[tool:NAME {...}]] or [[status:429]], are listed in
+    ``agentmem/echo.py``)."""
     import uvicorn
 
     from agentmem.echo import create_echo_app
 
-    uvicorn.run(create_echo_app(), host=host, port=port, log_level="warning")
+    listener = _listen(host, port)  # listening from here on: connections wait in the backlog
+    print(f"echo upstream on http://{host}:{port}/v1 (model: openai/echo)", flush=True)
+    server = uvicorn.Server(uvicorn.Config(create_echo_app(), log_level="warning"))
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[listener])
 
 
 def _run(coroutine):

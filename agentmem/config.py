@@ -43,6 +43,15 @@ class ModelRoute(BaseModel):
         return out
 
 
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (PyYAML's own text spans lines and
+    draws a caret under the place)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"invalid YAML{where}: {problem}"
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -72,8 +81,10 @@ class Settings(BaseModel):
         if path:
             try:
                 data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError) as error:
-                raise PolicyError(f"config {path}: {error}") from None
+            except OSError as error:
+                raise PolicyError(f"config {path}: {error.strerror or error}") from None
+            except yaml.YAMLError as error:
+                raise PolicyError(f"config {path}: {yaml_problem(error)}") from None
             if not isinstance(data, dict):
                 raise PolicyError(f"config {path}: expected a mapping")
         env = os.environ

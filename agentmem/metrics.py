@@ -9,6 +9,7 @@ one process (tests, a library user next to the proxy) never share or double-coun
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -129,3 +130,16 @@ def configure_logging(fmt: str = "text", level: str = "info") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+
+
+def uvicorn_log_config(fmt: str) -> dict[str, Any] | None:
+    """uvicorn's own loggers (start-up lines, access log) in the same JSON lines as the
+    engine's when ``fmt`` is "json"; None keeps uvicorn's text format."""
+    if fmt != "json":
+        return None
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    return {"version": 1, "disable_existing_loggers": False,
+            "formatters": {"json": {"()": "agentmem.metrics.JsonFormatter"}},
+            "handlers": {"json": handler},
+            "loggers": {name: {"handlers": ["json"], "propagate": False}
+                        for name in ("uvicorn", "uvicorn.error", "uvicorn.access")}}

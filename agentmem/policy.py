@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agentmem.config import yaml_problem
 from agentmem.errors import PolicyError
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.stages import registry
@@ -118,7 +119,7 @@ def load_policy(name_or_path: str | Path | Policy) -> Policy:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise PolicyError(f"policy {origin}: not valid YAML: {error}") from None
+        raise PolicyError(f"policy {origin}: {yaml_problem(error)}") from None
     if not isinstance(data, dict):
         raise PolicyError(f"policy {origin}: expected a mapping of fields")
     return policy_from_dict(data, origin=origin)

@@ -79,7 +79,7 @@ class Embedder:
             # ("Already borrowed"), so tokenizing is locked; the forward pass is not (inference
             # never mutates the module), so a call's query never waits for a background batch.
             with self._tokenizing:
-                features = model.tokenize(texts[start:start + self.batch_size])
+                features = model.preprocess(texts[start:start + self.batch_size])
             with torch.inference_mode():
                 vectors = model(features)["sentence_embedding"]
                 chunks.append(torch.nn.functional.normalize(vectors, p=2, dim=1).numpy())
