@@ -17,6 +17,7 @@ from agentmem.proxy import (
     chat,
     highlight,
     metrics,
+    passthrough,
     responses,
     sessions,
     tools_feedback,
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
     install_error_handlers(app)
     app.include_router(chat.router)
     app.include_router(responses.router)
+    app.include_router(passthrough.router)
     app.include_router(sessions.router)
     app.include_router(highlight.router)
     app.include_router(metrics.router)

@@ -28,6 +28,7 @@ _TRUE = {"1", "true", "yes", "on"}
 
 
 @router.post("/v1/chat/completions")
+@router.post("/chat/completions")
 async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
     state = request.app.state
     body = await read_json(request, state.settings.max_body_bytes)
