@@ -236,3 +236,48 @@ async def test_agents_sdk_default_responses_mode(proxy, http, received):
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
     assert turns[-1]["message"]["content"] == result.final_output
     await client.close()
+
+
+def test_store_false_leaves_no_previous_response(client, received):
+    first = client.responses.create(model="echo", input="forget me", store=False)
+    assert first.store is False
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="echo", input="more", previous_response_id=first.id)
+    assert caught.value.body["code"] == "previous_response_not_found"
+
+
+def test_a_stream_cut_midway_ends_with_response_failed(client, http, session_id):
+    stream = client.responses.create(model="echo", input="a long story about the sea [[cut:4]]",
+                                     stream=True, extra_headers={"X-Session-Id": session_id})
+    events = list(stream)
+    assert events[-1].type == "response.failed" and events[-1].response.status == "failed"
+    assert any(e.type == "response.output_text.delta" for e in events)
+    turns = http.get(f"/v1/sessions/{session_id}").json()["turns"]
+    assert turns[-1]["partial"] is True  # what arrived is stored, marked partial
+
+
+def test_items_map_back_byte_identically_and_converted_where_changed():
+    """The Agents SDK resends output items with ids and statuses: unchanged messages give the
+    very items back; a message hygiene shortened is converted."""
+    items = [
+        {"role": "user", "content": [{"type": "input_text", "text": "Plan a trip."}]},
+        {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+        {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "c1",
+         "name": "search", "arguments": "{}"},
+        {"id": "fc_2", "type": "function_call", "status": "completed", "call_id": "c2",
+         "name": "book", "arguments": "{\"x\": 1}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "Found three trains."},
+        {"type": "function_call_output", "call_id": "c2", "output": "Booked."},
+        {"type": "message", "role": "user", "content": "Thanks!"},
+    ]
+    translation = to_chat({"model": "echo", "input": items, "instructions": "Be brief."})
+    messages = translation.conversation()
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert messages[2]["content"] == [{"type": "text", "text": "Checking."}]
+    assert [c["id"] for c in messages[2]["tool_calls"]] == ["c1", "c2"]
+    assert items_for(messages, translation) == items
+    shortened = [*messages[:3], {**messages[3], "content": "Found trains."}, *messages[4:]]
+    back = items_for(shortened, translation)
+    assert back[4] == {"type": "function_call_output", "call_id": "c1", "output": "Found trains."}
+    assert back[:4] == items[:4] and back[5:] == items[5:]
