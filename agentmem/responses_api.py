@@ -23,15 +23,13 @@ from typing import Any
 
 from agentmem.errors import InvalidRequest
 
-# Request fields and what becomes of them. Mapped: translated into the chat request. Noted:
-# accepted but with no chat equivalent (a warning header says they were not forwarded).
-# Refused: a request that needs them cannot be served by translation.
+# Request fields: passed as they are, or translated below (``background`` only when false).
+# Any other field (``include``, ``truncation``, ...) has no chat equivalent: it is not
+# forwarded and a warning header says so. Refused: requests that translation cannot serve.
 _PASSED = ("temperature", "top_p", "parallel_tool_calls", "metadata", "user", "service_tier",
            "prompt_cache_key", "safety_identifier", "stream", "timeout")
 _HANDLED = frozenset({"model", "input", "instructions", "tools", "tool_choice", "max_output_tokens",
-                      "reasoning", "text", "store", "previous_response_id", *_PASSED})
-_NOTED = frozenset({"include", "truncation", "stream_options", "max_tool_calls", "top_logprobs",
-                    "background", "prompt_cache_retention"})
+                      "reasoning", "text", "store", "previous_response_id", "background", *_PASSED})
 _REFUSED = {
     "conversation": "conversations are not supported; use previous_response_id or send the input",
     "prompt": "stored prompt templates are not supported; send instructions and input",
@@ -107,7 +105,7 @@ def to_chat(request: Any, *, forward: Iterable[str] = ()) -> ChatTranslation:
     for name in request:
         if name in extra and name not in _HANDLED:
             body[name] = request[name]
-        elif name not in _HANDLED and request[name] is not None and name != "background":
+        elif name not in _HANDLED and request[name] is not None:
             not_forwarded.append(name)
     return ChatTranslation(body, {"role": "system", "content": instructions} if instructions else None,
                            messages, sources, items, sorted(not_forwarded))
@@ -370,9 +368,12 @@ def usage_of(usage: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     prompt = usage.get("prompt_tokens") or 0
     completion = usage.get("completion_tokens") or 0
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") or 0
+    written = details.get("cache_creation_tokens") or usage.get("cache_creation_input_tokens") or 0
     reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
+    return {"input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
             "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": reasoning},
             "total_tokens": usage.get("total_tokens") or prompt + completion}
 
@@ -454,27 +455,40 @@ class EventStream:
             delta = choice.get("delta") or {}
             if delta.get("content"):
                 yield from self._text_delta(delta["content"])
+            if delta.get("refusal"):
+                yield from self._text_delta(delta["refusal"], "refusal")
             for call in delta.get("tool_calls") or ():
                 yield from self._call_delta(call)
 
-    def _text_delta(self, text: str) -> Iterator[dict[str, Any]]:
+    def _text_delta(self, text: str, kind: str = "output_text") -> Iterator[dict[str, Any]]:
+        """Text (or, with ``kind="refusal"``, a refusal) into the message item, opening the
+        item and its content part as needed."""
         if self.text is None:
             self.text = {"id": f"msg_{self.suffix}_0", "type": "message",
                          "status": "in_progress", "role": "assistant", "content": []}
             self.output.append(self.text)
             yield self._event("response.output_item.added", output_index=len(self.output) - 1,
                               item={**self.text, "content": []})
-            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            self.text["content"].append(part)
+        output_index, parts = self.output.index(self.text), self.text["content"]
+        field = "refusal" if kind == "refusal" else "text"
+        index = next((i for i, part in enumerate(parts) if part["type"] == kind), None)
+        if index is None:
+            part: dict[str, Any] = {"type": kind, field: ""}
+            if kind == "output_text":
+                part.update(annotations=[], logprobs=[])
+            parts.append(part)
+            index = len(parts) - 1
             yield self._event("response.content_part.added", item_id=self.text["id"],
-                              output_index=len(self.output) - 1, content_index=0, part=dict(part))
-        self.text["content"][0]["text"] += text
-        yield self._event("response.output_text.delta", item_id=self.text["id"],
-                          output_index=self.output.index(self.text), content_index=0, delta=text,
-                          logprobs=[])
+                              output_index=output_index, content_index=index, part=dict(part))
+        parts[index][field] += text
+        extra: dict[str, Any] = {"logprobs": []} if kind == "output_text" else {}
+        yield self._event(f"response.{kind}.delta", item_id=self.text["id"],
+                          output_index=output_index, content_index=index, delta=text, **extra)
 
     def _call_delta(self, call: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        index = call.get("index", len(self.calls))
+        index = call.get("index")
+        if index is None:  # providers without indices: a new id starts a new call
+            index = max(self.calls, default=-1) + (1 if call.get("id") else 0)
         function = call.get("function") or {}
         item = self.calls.get(index)
         if item is None:
@@ -495,12 +509,18 @@ class EventStream:
         """Close every open item, then ``response.completed`` (or ``incomplete``)."""
         for index, item in enumerate(self.output):
             if item["type"] == "message":
-                part = item["content"][0]
-                yield self._event("response.output_text.done", item_id=item["id"],
-                                  output_index=index, content_index=0, text=part["text"],
-                                  logprobs=[])
-                yield self._event("response.content_part.done", item_id=item["id"],
-                                  output_index=index, content_index=0, part=dict(part))
+                for content_index, part in enumerate(item["content"]):
+                    if part["type"] == "output_text":
+                        yield self._event("response.output_text.done", item_id=item["id"],
+                                          output_index=index, content_index=content_index,
+                                          text=part["text"], logprobs=[])
+                    else:
+                        yield self._event("response.refusal.done", item_id=item["id"],
+                                          output_index=index, content_index=content_index,
+                                          refusal=part["refusal"])
+                    yield self._event("response.content_part.done", item_id=item["id"],
+                                      output_index=index, content_index=content_index,
+                                      part=dict(part))
             else:
                 yield self._event("response.function_call_arguments.done", item_id=item["id"],
                                   output_index=index, name=item["name"],

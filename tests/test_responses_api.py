@@ -10,6 +10,7 @@ import uuid
 import openai
 import pytest
 from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+from openai.types.responses import Response
 
 from agentmem.identity import derive_session_id
 from agentmem.responses_api import items_for, to_chat
@@ -27,6 +28,7 @@ def test_plain_response_and_what_the_provider_received(client, http, received, s
         model="echo", input="Hello there. How are you?", instructions="Be terse.",
         temperature=0.2, top_p=0.9, max_output_tokens=64, extra_headers={"X-Session-Id": session_id})
     response = raw.parse()
+    Response.model_validate(raw.http_response.json())  # every field the client's model requires
     assert response.output_text == "echo: Hello there. How are you?"
     assert response.status == "completed" and response.instructions == "Be terse."
     assert response.usage is not None and response.usage.input_tokens > 0
@@ -281,3 +283,37 @@ def test_items_map_back_byte_identically_and_converted_where_changed():
     back = items_for(shortened, translation)
     assert back[4] == {"type": "function_call_output", "call_id": "c1", "output": "Found trains."}
     assert back[:4] == items[:4] and back[5:] == items[5:]
+
+
+def test_event_stream_matches_the_openai_event_types():
+    """Text, a refusal and two tool calls (one provider without indices) in one stream: every
+    event validates as the openai client's own event type, and the final response holds all."""
+    from openai.types.responses import ResponseStreamEvent
+    from pydantic import TypeAdapter
+
+    from agentmem.responses_api import EventStream
+
+    chunks = [
+        {"model": "echo", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}]},
+        {"choices": [{"index": 0, "delta": {"content": " there", "refusal": "No."}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{\"x\""}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"arguments": ": 1}"}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "b", "arguments": "{}"}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+         "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}},
+    ]
+    stream = EventStream({"model": "echo", "input": "hi"}, "resp_abc")
+    events = [*stream.start(), *(e for c in chunks for e in stream.add(c)), *stream.finish()]
+    adapter = TypeAdapter(ResponseStreamEvent)
+    parsed = [adapter.validate_python(event) for event in events]
+    assert [e.sequence_number for e in parsed] == list(range(len(parsed)))
+    final = parsed[-1]
+    assert final.type == "response.completed"
+    message, first, second = final.response.output
+    assert [p.type for p in message.content] == ["output_text", "refusal"]
+    assert message.content[0].text == "Hi there" and message.content[1].refusal == "No."
+    assert (first.call_id, first.arguments) == ("c1", '{"x": 1}')
+    assert (second.call_id, second.arguments) == ("c2", "{}")
+    assert final.response.usage.total_tokens == 7
