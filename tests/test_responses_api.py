@@ -206,6 +206,10 @@ def test_forty_turn_tool_session_keeps_tool_units_whole(client, http, received, 
     assert requests[-1]["messages"][-1]["role"] == "tool"
     turns = http.get(f"/v1/sessions/{session_id}").json()["turns"]
     assert len(turns) == 4 * len(topics)
+    reports = http.get(f"/v1/sessions/{session_id}/reports").json()["data"]
+    assert len(reports) == 2 * len(topics) and all(r["status"] == "ok" for r in reports)
+    actions = {d["action"] for r in reports for stage in r["stages"] for d in stage["decisions"]}
+    assert actions & {"prune_spans", "drop_message"}  # the pruning is in the reports too
     assert [t["role"] for t in turns[:4]] == ["user", "assistant", "tool", "assistant"]
 
 
