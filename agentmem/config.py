@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agentmem.errors import PolicyError
+from agentmem.errors import ModelNotFound, PolicyError
 
 
 class ModelRoute(BaseModel):
@@ -72,6 +72,9 @@ class Settings(BaseModel):
         default_factory=list, description="Folders of the operator's own policy files: a client "
         "may name one (file name without .yaml) in X-Agentmem-Policy, as it names a preset.")
     default_tenant: str = "default"
+    allow_any_model: bool | None = Field(
+        None, description="Forward model names not listed in `models:`. Default: false when "
+        "`models:` lists any (they are the allow-list), true when it is empty.")
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
@@ -108,3 +111,10 @@ class Settings(BaseModel):
 
     def route(self, model: str) -> ModelRoute | None:
         return next((r for r in self.models if r.name == model), None)
+
+    def check_model(self, model: Any) -> None:
+        """Refuse (404 model_not_found) a model name the configured allow-list does not hold.
+        Non-string names are left to the request's own validation."""
+        allow_any = self.allow_any_model if self.allow_any_model is not None else not self.models
+        if not allow_any and isinstance(model, str) and self.route(model) is None:
+            raise ModelNotFound(model)

@@ -13,14 +13,21 @@ Directives in the last user or tool message steer it:
 that status), ``[[cut:N]]`` (drop the connection after N streamed chunks), ``[[slow:MS]]``,
 ``[[stall:N,MS]]`` (a stream pauses MS ms after N chunks, then goes on), ``[[retry_after:S]]``
 (a ``[[status:...]]`` answer carries ``Retry-After: S``).
+
+``POST /v1/embeddings`` answers deterministic vectors (a hash of each input) and
+``POST /v1/completions`` answers ``echo: PROMPT`` (streamed or not); both record what they
+received and honour ``[[status:N]]`` and ``[[slow:MS]]`` in the input or prompt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
+import hashlib
 import itertools
 import re
+import struct
 import time
 from typing import Any
 
@@ -128,6 +135,7 @@ def create_echo_app(*, keep: int = 2000) -> FastAPI:
                     include_usage, cut, stall),
             media_type="text/event-stream")
 
+    _add_passthrough_routes(app, received, ids)
     return app
 
 
@@ -146,6 +154,72 @@ def _stall(value: str) -> tuple[int, float]:
     """``N,MS`` of ``[[stall:N,MS]]``: after N chunks, pause MS milliseconds."""
     after, _, ms = value.partition(",")
     return int(after), int(ms or 0) / 1000
+
+
+def _add_passthrough_routes(app: FastAPI, received: collections.deque, ids: itertools.count) -> None:
+    """The embeddings and legacy completions endpoints (for the proxy's passthrough routes)."""
+
+    async def steered(text: str) -> Response | None:
+        for kind, value, _ in _DIRECTIVE.findall(text):
+            if kind == "slow":
+                await asyncio.sleep(int(value) / 1000)
+            if kind == "status":
+                return _json({"error": {"message": f"echo upstream failing with {value} as asked",
+                                        "type": "server_error", "param": None, "code": None}},
+                             status=int(value))
+        return None
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request):
+        body = orjson.loads(await request.body())
+        received.append(body)
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else [str(i) for i in inputs or ()]
+        failure = await steered(" ".join(texts))
+        if failure is not None:
+            return failure
+        size = int(body.get("dimensions") or 8)
+        data = []
+        for index, text in enumerate(texts):
+            digest = hashlib.blake2b(text.encode(), digest_size=size).digest()
+            vector = [round(b / 255 - 0.5, 4) for b in digest]
+            encoded: Any = vector
+            if body.get("encoding_format") == "base64":
+                encoded = base64.b64encode(struct.pack(f"<{size}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(len(t.split()) for t in texts)
+        return _json({"object": "list", "data": data, "model": body.get("model", "echo"),
+                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = orjson.loads(await request.body())
+        received.append(body)
+        prompt = body.get("prompt")
+        text = prompt if isinstance(prompt, str) else " ".join(str(p) for p in prompt or ())
+        failure = await steered(text)
+        if failure is not None:
+            return failure
+        answer = "echo: " + _DIRECTIVE.sub("", text).strip()[:500]
+        head = {"id": f"cmpl-echo{next(ids)}", "object": "text_completion",
+                "created": int(time.time()), "model": body.get("model", "echo")}
+        tokens = len(text.split())
+        usage = {"prompt_tokens": tokens, "completion_tokens": len(answer.split()),
+                 "total_tokens": tokens + len(answer.split())}
+        if not body.get("stream"):
+            return _json({**head, "choices": [{"text": answer, "index": 0, "logprobs": None,
+                                               "finish_reason": "stop"}], "usage": usage})
+
+        async def pieces():
+            for i, word in enumerate(answer.split(" ")):
+                choice = {"text": (" " if i else "") + word, "index": 0, "logprobs": None,
+                          "finish_reason": None}
+                yield b"data: " + orjson.dumps({**head, "choices": [choice]}) + b"\n\n"
+            last = {"text": "", "index": 0, "logprobs": None, "finish_reason": "stop"}
+            yield b"data: " + orjson.dumps({**head, "choices": [last]}) + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(pieces(), media_type="text/event-stream")
 
 
 async def _stream(completion_id, created, model, content, calls, finish, usage, include_usage, cut,

@@ -60,6 +60,17 @@ class NotFound(AgentmemError):
     error_type = "not_found_error"
 
 
+class ModelNotFound(AgentmemError):
+    """The proxy's configured ``models:`` are an allow-list and the request names another."""
+
+    status_code = 404
+    error_type = "invalid_request_error"
+
+    def __init__(self, model: str):
+        super().__init__(f"The model `{model}` does not exist or you do not have access to it.",
+                         param="model", code="model_not_found")
+
+
 class SessionBusy(AgentmemError):
     """Another request on the same session held the lock for longer than we wait."""
 

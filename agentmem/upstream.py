@@ -106,6 +106,22 @@ async def acompletion(kwargs: dict):
         raise as_upstream_error(error) from error
 
 
+async def aembedding(kwargs: dict):
+    """``litellm.aembedding``, its errors mapped as for chat (the passthrough route's call)."""
+    try:
+        return await litellm.aembedding(**kwargs)
+    except Exception as error:  # noqa: BLE001 - mapped to the provider's status
+        raise as_upstream_error(error) from error
+
+
+async def atext_completion(kwargs: dict):
+    """``litellm.atext_completion`` (legacy completions), errors mapped as for chat."""
+    try:
+        return await litellm.atext_completion(**kwargs)
+    except Exception as error:  # noqa: BLE001 - mapped to the provider's status
+        raise as_upstream_error(error) from error
+
+
 _TIMEOUTS = (litellm.Timeout, openai.APITimeoutError, httpx.TimeoutException, asyncio.TimeoutError,
              TimeoutError)
 _UNREACHABLE = (litellm.APIConnectionError, openai.APIConnectionError, httpx.TransportError,

@@ -13,7 +13,16 @@ from fastapi import Depends, FastAPI, Request
 from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
-from agentmem.proxy import chat, highlight, metrics, sessions, tools_feedback, ui
+from agentmem.proxy import (
+    chat,
+    highlight,
+    metrics,
+    passthrough,
+    responses,
+    sessions,
+    tools_feedback,
+    ui,
+)
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.errors import install_error_handlers
 
@@ -46,6 +55,8 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
     app.state.hygiene = engine
     install_error_handlers(app)
     app.include_router(chat.router)
+    app.include_router(responses.router)
+    app.include_router(passthrough.router)
     app.include_router(sessions.router)
     app.include_router(highlight.router)
     app.include_router(metrics.router)

@@ -28,6 +28,7 @@ _TRUE = {"1", "true", "yes", "on"}
 
 
 @router.post("/v1/chat/completions")
+@router.post("/chat/completions")
 async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
     state = request.app.state
     body = await read_json(request, state.settings.max_body_bytes)
@@ -37,6 +38,7 @@ async def chat_completions(request: Request, tenant: str = Depends(tenant_of)):
                 or (isinstance(metadata, dict) and metadata.get("agentmem_stateful") is True))
     policy = header_policy(headers.get("x-agentmem-policy"), state.settings)
     if isinstance(body, dict):
+        state.settings.check_model(body.get("model"))
         body, dropped = client_params(body, CLIENT_PARAMS | frozenset(state.settings.forward_params))
     else:
         dropped = []

@@ -82,3 +82,9 @@ def tool_usage_examples(scope: str, tool: str) -> str:
 def tool_usage_index(scope: str) -> str:
     """Hash: tool identity key -> {name, schema, updated_at} of every tool a scope learned about."""
     return f"{PREFIX}:toolmem:{{{scope}}}:tools"
+
+
+def response_ref(tenant: str, response_id: str) -> str:
+    """String: the session and turn a Responses API response id stands for (its own slot per
+    tenant, so one tenant's ids are never found by another)."""
+    return f"{PREFIX}:resp:{{{tenant}}}:{response_id}"
