@@ -24,6 +24,8 @@ def test_overhead_bench_writes_the_documented_keys(tmp_path):
     assert result["floor"]["ms_p50"] > 0 and result["direct"]["n"] == 10
     assert set(result["by_turns"]) == {"10", "30"}
     assert result["by_turns"]["30"]["messages"] >= 30
+    assert result["by_turns"]["30"]["peak_rss_mb"] > 100  # MiniLM alone is more
+    assert result["by_turns"]["30"]["seed_ms_per_turn"] > 0
 
 
 def test_bench_kinds_read_their_formats(tmp_path):
@@ -72,3 +74,17 @@ def test_noisy_bench_measures_both_sessions(tmp_path):
     result = json.loads(out.read_text())
     assert result["b_quiet"]["n"] == 3 and result["b_noisy"]["n"] == 3
     assert result["paste_chars"] >= 50_000 and result["a"]["hygiene_ms"] > 0
+
+
+def test_load_bench_reports_each_worker_count_and_level(tmp_path):
+    out = tmp_path / "load.json"
+    run = _agentmem("bench", "load", "--concurrency", "1,3", "--calls", "6", "--workers", "1",
+                    "--policy", "off", "--json", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(out.read_text())
+    for level in ("1", "3"):
+        assert result["floor"][level]["ok"] == 6
+        served = result["workers_1"][level]
+        assert served["ok"] == 6 and served["errors"] == {} and served["calls_per_s"] > 0
+        assert served["p99_ms"] >= served["p50_ms"] > 0
+    assert result["workers_1"]["peak_rss_mb"] > 100

@@ -53,6 +53,8 @@ def test_the_faults_happened_as_scripted(result):
     redis_kill = result["scenarios"]["redis_kill"]
     assert all(redis_kill[mode]["healthy_again_s_max"] > 0
                for mode in ("everysec", "always", "embedded"))
-    assert kill["usable_via_restart_s_max"] < 30, kill  # restarted at once, serving at once
+    # The restarted proxy serves its sessions as soon as it answers (no lock left to wait out,
+    # no model load in the way); its own start-up time depends on the machine.
+    assert kill["usable_via_restart_s_max"] < kill["restart_s_max"] + 15, kill
     faults = result["scenarios"]["upstream_faults"]
     assert faults["unexpected_outcomes"] == 0, faults["outcomes"]

@@ -139,6 +139,29 @@ def noisy(json_out: Path | None = typer.Option(None, "--json", help="Write the r
 
 
 @bench_app.command()
+def load(json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
+         concurrency: str = typer.Option("1,8,32", help="Clients at once (comma-separated)."),
+         calls: int = typer.Option(300, min=1, help="Calls per concurrency level."),
+         workers: str = typer.Option("1,2", help="`agentmem serve --workers` values to compare."),
+         policy: str = typer.Option("default", help="The proxy's policy.")):
+    """Throughput and latency of the real proxy under concurrent sessions, per worker count,
+    next to the same load on the bare upstream; peak RSS of the proxy's processes."""
+    from agentmem.bench.load import run_load
+
+    def numbers(text: str, name: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(v) for v in text.split(",") if v.strip())
+        except ValueError:
+            raise typer.BadParameter("use comma-separated whole numbers", param_hint=name) from None
+        if not values or min(values) < 1:
+            raise typer.BadParameter("use comma-separated numbers >= 1", param_hint=name)
+        return values
+
+    emit("bench load", run_load(concurrency=numbers(concurrency, "--concurrency"), calls=calls,
+                                workers=numbers(workers, "--workers"), policy=policy), json_out)
+
+
+@bench_app.command()
 def plot(results: list[Path] = typer.Argument(..., exists=True, help="history bench JSON files."),
          out: Path = typer.Option(Path("bench-results/history_recall_vs_tokens.png"), help="PNG to write.")):
     """Plot evidence recall against token fraction from `bench history --json` results."""

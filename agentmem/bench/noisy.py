@@ -93,7 +93,9 @@ async def measure(paste_mb: float, calls: int, history_turns: int, pause: float,
                   drain: bool = True) -> dict[str, Any]:
     from agentmem import Hygiene
     from agentmem.config import Settings
+    from agentmem.models.runtime import favour_latency
 
+    favour_latency()  # as `agentmem serve` does
     with tempfile.TemporaryDirectory() as folder:
         hygiene = Hygiene("default", settings=Settings(data_dir=folder))
         try:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,9 @@ def run_overhead(*, calls: int = 200, turn_calls: int = 30,
         agentmem = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
         targets += [Target(name, agentmem, {"X-Agentmem-Policy": name}, session=True)
                     for name in policies]
-        return asyncio.run(_measure(upstream, targets, calls, turn_calls, sizes, stream_calls))
+        pid = processes[1].pid
+        return asyncio.run(_measure(upstream, targets, calls, turn_calls, sizes, stream_calls,
+                                    lambda: peak_rss_mb(pid)))
     finally:
         _stop(processes)
 
@@ -163,8 +166,20 @@ def _stop(processes: list[subprocess.Popen], grace: float = 30) -> None:
             process.wait()
 
 
+def peak_rss_mb(pid: int) -> float:
+    """The process's peak resident memory so far (Linux ``VmHWM``); 0 where unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
 async def _measure(upstream: str, targets: list[Target], calls: int, turn_calls: int,
-                   sizes: tuple[int, ...], stream_calls: int) -> dict[str, Any]:
+                   sizes: tuple[int, ...], stream_calls: int,
+                   peak_rss: Callable[[], float] = lambda: 0.0) -> dict[str, Any]:
     from agentmem.upstream import litellm
 
     async with httpx.AsyncClient(timeout=120) as http:
@@ -236,7 +251,7 @@ async def _measure(upstream: str, targets: list[Target], calls: int, turn_calls:
         result = _side_by_side(samples, ttfb)
         sweep = next((t for t in reversed(targets) if t.session), None)
         result["by_turns"] = ({} if sweep is None else
-                              await _by_turns(post, direct, sweep, sizes, turn_calls))
+                              await _by_turns(post, direct, sweep, sizes, turn_calls, peak_rss))
         return result
 
 
@@ -269,9 +284,11 @@ def _side_by_side(samples: dict[str, list[float]], ttfb: dict[str, list[float]])
 
 
 async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
-                    turn_calls: int) -> dict[str, Any]:
+                    turn_calls: int, peak_rss: Callable[[], float]) -> dict[str, Any]:
     """Long sessions through one agentmem preset: the proxy's latency minus litellm's direct
-    call with the same messages (a longer history costs the client and upstream too)."""
+    call with the same messages (a longer history costs the client and upstream too); the
+    seeding call's time per turn it brought (ingest: hashing, counting, storing); the
+    proxy's peak RSS after each size."""
     out: dict[str, Any] = {}
     for size in sizes:
         history = [{"role": "system", "content": "You are a support assistant."}]
@@ -281,7 +298,7 @@ async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
             history.append({"role": "assistant", "content": _text(size)})
         history.append({"role": "user", "content": "Seed the session."})
         conversation = f"turns-{size}"
-        _, body = await post(target, history, conversation)  # ingest of the whole history
+        seed_ms, body = await post(target, history, conversation)  # ingest of the whole history
         history.append({"role": "assistant", "content": body["choices"][0]["message"]["content"]})
         proxied, plain = [], []
         for step in range(turn_calls):
@@ -301,5 +318,6 @@ async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
             "overhead_ms_p99": round(percentile(proxied, 0.99) - percentile(plain, 0.99), 3),
             "proxy_ms_p50": round(percentile(proxied, 0.5), 3),
             "direct_ms_p50": round(percentile(plain, 0.5), 3),
-            "n": len(proxied), "messages": len(history), "policy": target.name}
+            "n": len(proxied), "messages": len(history), "policy": target.name,
+            "seed_ms_per_turn": round(seed_ms / size, 3), "peak_rss_mb": peak_rss()}
     return out

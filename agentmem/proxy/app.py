@@ -13,6 +13,7 @@ from fastapi import Depends, FastAPI, Request
 from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
+from agentmem.models.runtime import favour_latency
 from agentmem.proxy import (
     chat,
     highlight,
@@ -38,6 +39,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        favour_latency()
         # Serve at once; what first calls would pay (litellm's set-up, the token tables, MiniLM)
         # loads meanwhile, and calls that arrive before MiniLM is in skip the stages needing it.
         warm = asyncio.get_running_loop().create_task(
