@@ -11,6 +11,8 @@ way); ``DELETE /_echo/script`` forgets the scripts.
 Directives in the last user or tool message steer it:
 ``[[tool:NAME {"json": "args"}]]`` (repeatable: parallel calls), ``[[status:503]]`` (fail with
 that status), ``[[cut:N]]`` (drop the connection after N streamed chunks), ``[[slow:MS]]``.
+
+``POST /v1/messages`` speaks Anthropic's Messages API the same way (``agentmem.echo_messages``).
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ def create_echo_app(*, keep: int = 2000) -> FastAPI:
                     include_usage, cut),
             media_type="text/event-stream")
 
+    from agentmem.echo_messages import add_messages_api  # here: it imports this module
+
+    add_messages_api(app, received, ids, scripts)
     return app
 
 

@@ -13,7 +13,7 @@ from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
 from agentmem.models.runtime import run_inference
-from agentmem.proxy import chat, highlight, metrics, sessions, tools_feedback, ui
+from agentmem.proxy import chat, highlight, messages_api, metrics, sessions, tools_feedback, ui
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.errors import install_error_handlers
 
@@ -45,6 +45,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
     app.state.hygiene = engine
     install_error_handlers(app)
     app.include_router(chat.router)
+    app.include_router(messages_api.router)
     app.include_router(sessions.router)
     app.include_router(highlight.router)
     app.include_router(metrics.router)

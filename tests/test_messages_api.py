@@ -1,0 +1,314 @@
+"""``POST /v1/messages`` end to end: the real ``anthropic`` client -> agentmem -> litellm -> the
+echo upstream, both as an OpenAI chat upstream (``echo``) and as an Anthropic Messages upstream
+(``claude-echo``: litellm's own Anthropic provider). Each test asserts what the upstream
+received, not only what the client got back."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+
+import anthropic
+import httpx
+import pytest
+
+from agentmem.config import Settings
+from agentmem.proxy import create_app
+from tests.conftest import echo_routes
+from tests.servers import ThreadServer
+
+CLAUDE = "claude-echo"
+PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJ"
+         "RU5ErkJggg==")  # a 1x1 PNG
+WEATHER = {"name": "get_weather", "description": "Current weather in a city.",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                            "required": ["city"]}}
+
+
+def routes(upstream_url: str) -> list[dict]:
+    return [*echo_routes(upstream_url),
+            {"name": CLAUDE, "litellm_params": {"model": f"anthropic/{CLAUDE}",
+                                                "api_base": upstream_url, "api_key": "sk-test"}}]
+
+
+@pytest.fixture(scope="module")
+def proxy_url(upstream, data_dir, policy_dir):
+    settings = Settings(data_dir=data_dir, models=routes(upstream.url), policy_dirs=[policy_dir])
+    server = ThreadServer(create_app(settings, warm_models=False)).start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def claude(proxy_url):
+    return anthropic.Anthropic(base_url=proxy_url, api_key="unused", max_retries=0)
+
+
+@pytest.fixture
+def sessions(proxy_url):
+    with httpx.Client(base_url=f"{proxy_url}/v1/sessions", timeout=60) as client:
+        yield client
+
+
+def as_blocks(messages: list[dict]) -> list[dict]:
+    """litellm's Anthropic transform sends a string ``content`` as its one text block, which the
+    Messages API documents as the same thing; everything else must arrive as written."""
+    return [{**m, "content": [{"type": "text", "text": m["content"]}]} if isinstance(m["content"], str)
+            else m for m in messages]
+
+
+def new_session() -> dict[str, str]:
+    return {"X-Session-Id": f"m-{uuid.uuid4().hex[:12]}"}
+
+
+def test_plain_message_through_an_openai_upstream(claude, received):
+    raw = claude.messages.with_raw_response.create(
+        model="echo", max_tokens=64, system="Be brief.", extra_body={"temperature": 0.2},
+        messages=[{"role": "user", "content": "hello there"}], extra_headers=new_session())
+    message = raw.parse()
+    assert message.type == "message" and message.role == "assistant"
+    assert [block.type for block in message.content] == ["text"]
+    assert message.content[0].text == "echo: hello there"
+    assert message.stop_reason == "end_turn" and message.id.startswith("msg_")
+    assert message.usage.input_tokens > 0 and message.usage.output_tokens > 0
+    [sent] = received.requests()
+    assert sent["messages"] == [{"role": "system", "content": "Be brief."},
+                                {"role": "user", "content": "hello there"}]
+    assert sent["max_tokens"] == 64 and sent["temperature"] == 0.2
+    assert raw.headers["x-agentmem-policy"] == "default"
+    assert raw.headers["x-agentmem-report"] and raw.headers["x-agentmem-session"]
+
+
+def test_a_request_reaches_an_anthropic_upstream_as_written(claude, received):
+    """Nothing to remove: the Messages body litellm sends upstream carries the client's
+    system, blocks (cache_control, images) and parameters unchanged."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}}
+    system = [{"type": "text", "text": "You are a weather bot.", "cache_control": {"type": "ephemeral"}},
+              {"type": "text", "text": "Answer in one line."}]
+    messages = [
+        {"role": "user", "content": [image, {"type": "text", "text": "What is this?",
+                                             "cache_control": {"type": "ephemeral"}}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "A pixel."}]},
+        {"role": "user", "content": "And the weather?"},
+    ]
+    tools = [{**WEATHER, "cache_control": {"type": "ephemeral"}}]
+    message = claude.messages.create(
+        model=CLAUDE, max_tokens=200, system=system, messages=messages, tools=tools,
+        tool_choice={"type": "auto"}, extra_body={"temperature": 0.5, "top_k": 5}, stop_sequences=["END"],
+        metadata={"user_id": "user-7"}, extra_headers=new_session())
+    assert message.content[0].text == "echo: And the weather?"
+    [sent] = received.requests()
+    assert sent["model"] == CLAUDE
+    assert sent["system"] == system
+    assert sent["messages"] == as_blocks(messages)
+    assert [{key: tool[key] for key in ("name", "description", "input_schema", "cache_control")}
+            for tool in sent["tools"]] == tools
+    assert sent["max_tokens"] == 200 and sent["temperature"] == 0.5 and sent["top_k"] == 5
+    assert sent["stop_sequences"] == ["END"] and sent["metadata"] == {"user_id": "user-7"}
+    assert sent["tool_choice"]["type"] == "auto"
+
+
+@pytest.mark.parametrize("model", ["echo", CLAUDE])
+def test_streamed_text_with_the_sdk_helper(claude, received, model):
+    with claude.messages.stream(model=model, max_tokens=100, extra_headers=new_session(),
+                                messages=[{"role": "user", "content": "stream these five words"}]
+                                ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "echo: stream these five words"
+    assert final.content[0].text == text and final.stop_reason == "end_turn"
+    assert final.usage.output_tokens > 0
+    [sent] = received.requests()
+    assert sent["stream"] is True
+    assert sent["messages"] == as_blocks([{"role": "user", "content": "stream these five words"}])
+
+
+def test_stream_true_yields_anthropic_events_in_order(claude, received):
+    events = list(claude.messages.create(
+        model=CLAUDE, max_tokens=100, stream=True, tools=[WEATHER], extra_headers=new_session(),
+        messages=[{"role": "user", "content": 'Weather? [[tool:get_weather {"city": "Oslo"}]]'}]))
+    kinds = [event.type for event in events]
+    assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
+    starts = [event.content_block for event in events if event.type == "content_block_start"]
+    assert [block.type for block in starts] == ["tool_use"]
+    assert starts[0].name == "get_weather" and starts[0].id.startswith("toolu_")
+    partial = "".join(event.delta.partial_json for event in events
+                      if event.type == "content_block_delta" and event.delta.type == "input_json_delta")
+    assert json.loads(partial) == {"city": "Oslo"}
+    assert kinds.count("content_block_start") == kinds.count("content_block_stop")
+    assert events[-2].delta.stop_reason == "tool_use"
+    assert received.requests()[0]["tools"][0]["name"] == "get_weather"
+
+
+@pytest.mark.parametrize("model", ["echo", CLAUDE])
+def test_tool_use_then_tool_result(claude, received, model):
+    session = new_session()
+    messages: list[dict] = [{"role": "user",
+                             "content": 'Weather in Paris? [[tool:get_weather {"city": "Paris"}]]'}]
+    first = claude.messages.create(model=model, max_tokens=100, tools=[WEATHER],
+                                   messages=messages, extra_headers=session)
+    assert first.stop_reason == "tool_use"
+    [use] = [block for block in first.content if block.type == "tool_use"]
+    assert use.name == "get_weather" and use.input == {"city": "Paris"}
+    messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+                 {"role": "user", "content": [
+                     {"type": "tool_result", "tool_use_id": use.id,
+                      "content": [{"type": "text", "text": "sunny, 21 C",
+                                   "cache_control": {"type": "ephemeral"}}]},
+                     {"type": "text", "text": "Thanks!"}]}]
+    second = claude.messages.create(model=model, max_tokens=100, tools=[WEATHER],
+                                    messages=messages, extra_headers=session)
+    assert second.stop_reason == "end_turn"
+    # the chat echo answers the last message (the user's text); the Messages echo sees one
+    # user turn holding the tool result and the text
+    assert second.content[0].text == ("tool results: sunny, 21 C" if model == CLAUDE else "echo: Thanks!")
+    sent = received.requests()[-1]["messages"]
+    if model == CLAUDE:
+        assert sent == as_blocks(messages)  # tool_use, tool_result, cache_control: as written
+    else:
+        assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+        assert sent[1]["tool_calls"][0]["id"] == use.id == sent[2]["tool_call_id"]
+        assert sent[2]["content"][0]["text"] == "sunny, 21 C" and sent[3]["content"][0]["text"] == "Thanks!"
+
+
+def test_streamed_tool_use_with_the_sdk_helper(claude, received):
+    with claude.messages.stream(
+            model="echo", max_tokens=100, tools=[WEATHER], extra_headers=new_session(),
+            messages=[{"role": "user", "content": 'Rome? [[tool:get_weather {"city": "Rome"}]]'}]
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "tool_use"
+    assert [(b.type, b.name, b.input) for b in final.content] == [
+        ("tool_use", "get_weather", {"city": "Rome"})]
+
+
+def test_max_tokens_maps_to_its_stop_reason(claude, received):
+    message = claude.messages.create(model=CLAUDE, max_tokens=2, extra_headers=new_session(),
+                                     messages=[{"role": "user", "content": "one two three four"}])
+    assert message.stop_reason == "max_tokens" and message.content[0].text == "echo: one"
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"model": CLAUDE, "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
+    ({"model": CLAUDE, "max_tokens": 10, "messages": []}, "messages"),
+    ({"model": CLAUDE, "max_tokens": 10, "messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_x", "content": "orphan"}]}]}, "toolu_x"),
+    ({"model": CLAUDE, "max_tokens": 10, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
+        {"role": "user", "content": "no result"}]}, "toolu_1"),
+    ({"model": CLAUDE, "max_tokens": 10, "temperature": 1.5,
+      "messages": [{"role": "user", "content": "hi"}]}, "temperature"),
+    ({"model": CLAUDE, "max_tokens": 10, "tool_choice": {"type": "tool", "name": "nope"},
+      "tools": [WEATHER], "messages": [{"role": "user", "content": "hi"}]}, "nope"),
+])
+def test_bad_requests_get_anthropic_errors_and_store_nothing(proxy_url, sessions, received, body, words):
+    session = new_session()
+    response = httpx.post(f"{proxy_url}/v1/messages", json=body, headers=session)
+    assert response.status_code == 400, response.text
+    error = response.json()
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert words in error["error"]["message"]
+    assert received.requests() == []
+    assert sessions.get(f"/{session['X-Session-Id']}").status_code == 404
+
+
+def test_the_sdk_raises_the_error_and_upstream_failures_keep_their_status(claude, received):
+    with pytest.raises(anthropic.BadRequestError) as bad:
+        claude.messages.create(model=CLAUDE, max_tokens=10, messages=[
+            {"role": "user", "content": [{"type": "video", "url": "x"}]}])
+    assert bad.value.body["error"]["type"] == "invalid_request_error"
+    with pytest.raises(anthropic.InternalServerError) as failed:
+        claude.messages.create(model=CLAUDE, max_tokens=10, extra_headers=new_session(),
+                               messages=[{"role": "user", "content": "fail [[status:503]]"}])
+    assert failed.value.status_code == 503
+    assert failed.value.body["type"] == "error" and failed.value.body["error"]["type"] == "api_error"
+    assert failed.value.response.headers["x-agentmem-report"]
+
+
+def test_count_tokens(claude, received):
+    counted = claude.messages.count_tokens(model=CLAUDE, system="Be brief.", tools=[WEATHER],
+                                           messages=[{"role": "user", "content": "hello " * 50}])
+    short = claude.messages.count_tokens(model=CLAUDE, messages=[{"role": "user", "content": "hello"}])
+    assert counted.input_tokens > short.input_tokens > 0
+    assert received.requests() == []
+
+
+def _tool_output(step: int) -> str:
+    return " ".join(f"Log line {step}.{i}: the build step {i} of job {step} finished with warnings "
+                    f"about module m{(step * 7 + i) % 13} and cache key k{i}." for i in range(12))
+
+
+def test_forty_turn_tool_session_keeps_tool_units_whole(claude, received, sessions):
+    """A 40-turn agent loop on an Anthropic upstream: once the session is long, pruning removes
+    text and whole old exchanges, and every request that reached the provider still pairs each
+    tool_use with its tool_result in the very next message."""
+    session = new_session()
+    tools = [WEATHER, {"name": "read_log", "description": "Read a build log.",
+                       "input_schema": {"type": "object", "properties": {"job": {"type": "integer"}}}}]
+    system = [{"type": "text", "text": "You are a build assistant.", "cache_control": {"type": "ephemeral"}}]
+    messages: list[dict] = []
+    sent_requests: list[list[dict]] = []
+    headers: list[httpx.Headers] = []
+
+    def call() -> anthropic.types.Message:
+        sent_requests.append(copy.deepcopy(messages))
+        raw = claude.messages.with_raw_response.create(model=CLAUDE, max_tokens=300, system=system,
+                                                       tools=tools, messages=messages, extra_headers=session)
+        headers.append(raw.headers)
+        return raw.parse()
+
+    step = 0
+    while len(messages) < 40:
+        step += 1
+        messages.append({"role": "user", "content": f"Step {step}: check job {step}. "
+                                                    f'[[tool:read_log {{"job": {step}}}]]'})
+        reply = call()
+        uses = [b for b in reply.content if b.type == "tool_use"]
+        assert [u.input for u in uses] == [{"job": step}]
+        messages.append({"role": "assistant",
+                         "content": [b.model_dump(exclude_none=True) for b in reply.content]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": _tool_output(step)} for u in uses]})
+        answer = call()
+        assert answer.content[0].text.startswith("tool results:")
+        messages.append({"role": "assistant", "content": answer.content[0].text})
+
+    arrived = [request["messages"] for request in received.requests()]
+    assert len(arrived) == len(sent_requests) == 2 * step
+    for history in arrived:
+        for index, message in enumerate(history):
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+            if uses:
+                answered = history[index + 1]["content"]
+                assert [b["tool_use_id"] for b in answered if b["type"] == "tool_result"] == uses
+            results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+            if results:
+                asked = history[index - 1]["content"]
+                assert [b["id"] for b in asked if b["type"] == "tool_use"] == results
+    assert all(request["system"] == system for request in received.requests())
+    # hygiene ran and removed something: fewer tokens and shorter bodies than the client sent,
+    # the newest turn (the tool result) always as written
+    shorter = [len(json.dumps(got)) < len(json.dumps(as_blocks(sent)))
+               for got, sent in zip(arrived, sent_requests)]
+    assert not shorter[0] and sum(shorter) >= 5
+    assert all(got[-1] == as_blocks(sent[-1:])[0] for got, sent in zip(arrived, sent_requests))
+    assert int(headers[-1]["x-agentmem-tokens-after"]) < int(headers[-1]["x-agentmem-tokens-before"])
+    reports = sessions.get(f"/{session['X-Session-Id']}/reports", params={"limit": 1000}).json()["data"]
+    assert len(reports) == 2 * step and all(r["status"] == "ok" for r in reports)
+    assert {d["action"] for r in reports for stage in r["stages"] for d in stage["decisions"]} & {
+        "prune_spans", "drop_message"}
+
+
+def test_anthropic_clients_authenticate_with_x_api_key(tenant_proxy):
+    good = anthropic.Anthropic(base_url=tenant_proxy.url, api_key="key-alpha", max_retries=0)
+    raw = good.messages.with_raw_response.create(model="echo", max_tokens=20, extra_headers=new_session(),
+                                                 messages=[{"role": "user", "content": "who am I"}])
+    assert raw.parse().content[0].text == "echo: who am I"
+    bad = anthropic.Anthropic(base_url=tenant_proxy.url, api_key="key-wrong", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError) as refused:
+        bad.messages.create(model="echo", max_tokens=20, messages=[{"role": "user", "content": "hi"}])
+    assert refused.value.body == {"type": "error", "error": {"type": "authentication_error",
+                                                             "message": "Invalid proxy API key."}}
