@@ -295,12 +295,24 @@ def canonical(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("tool_calls"):
         out["tool_calls"] = [
             {"id": c.get("id"), "name": c.get("function", {}).get("name"),
-             "arguments": c.get("function", {}).get("arguments")}
+             "arguments": _arguments(c.get("function", {}).get("arguments"))}
             for c in message["tool_calls"]
         ]
     if message.get("function_call"):
         out["function_call"] = message["function_call"]
     return out
+
+
+def _arguments(arguments: Any) -> Any:
+    """A call's arguments as JSON values, not text: clients that hand calls back as objects
+    (Anthropic's ``tool_use.input``, LangChain's ``args``) re-serialise them with other spacing,
+    and that must not fork the session at every tool call."""
+    if isinstance(arguments, str):
+        try:
+            return orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+    return arguments
 
 
 def message_hash(message: dict[str, Any]) -> str:
