@@ -261,6 +261,7 @@ def _marked(message: dict[str, Any], marker: dict[str, Any]) -> dict[str, Any]:
     if message["role"] == "tool":
         return {**message, "cache_control": marker}
     content = message.get("content")
+    parts: list[dict[str, Any]]
     if isinstance(content, str):
         parts = [{"type": "text", "text": content}]
     elif content:

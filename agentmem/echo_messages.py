@@ -8,7 +8,8 @@ top-level field, ``tool_use`` / ``tool_result`` blocks, ``cache_control`` marker
 It answers like the chat endpoint and obeys the same directives (``[[tool:NAME {...}]]``,
 ``[[status:N]]``, ``[[cut:N]]``, ``[[slow:MS]]``) and scripts; errors and streams have
 Anthropic's shapes. A reply longer than ``max_tokens`` words is cut there with
-``stop_reason: max_tokens``.
+``stop_reason: max_tokens``. With ``thinking`` on, a reply starts with a signed thinking block,
+and a tool loop whose last assistant turn lost its thinking block is refused (as Anthropic does).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ def add_messages_api(app: FastAPI, received: Any, ids: itertools.count,
             if kind == "status":
                 code = int(value)
                 return _error(code, f"echo upstream failing with {code} as asked")
+        unsigned = _missing_thinking(body, history)
+        if unsigned is not None:
+            return _error(400, unsigned)
         answered = [block for block in _blocks(last.get("content")) if block.get("type") == "tool_result"]
         tool_names = {tool.get("name") for tool in body.get("tools") or ()}
         calls = [{"type": "tool_use", "id": f"toolu_echo{next(ids)}", "name": name,
@@ -55,6 +59,9 @@ def add_messages_api(app: FastAPI, received: Any, ids: itertools.count,
         if content and isinstance(limit, int) and len(content.split(" ")) > limit:
             content, stop = " ".join(content.split(" ")[:limit]), "max_tokens"
         blocks = ([{"type": "text", "text": content}] if content else []) + calls
+        if (body.get("thinking") or {}).get("type") in {"enabled", "adaptive"}:
+            blocks.insert(0, {"type": "thinking", "thinking": f"thinking about: {text[:200]}",
+                              "signature": f"sig_echo{next(ids)}"})
         usage = {"input_tokens": sum(len(block_text(m.get("content")).split()) + 3 for m in history),
                  "output_tokens": len((content or "").split()) + 5 * len(calls)}
         message = {"id": f"msg_echo{next(ids)}", "type": "message", "role": "assistant",
@@ -64,6 +71,21 @@ def add_messages_api(app: FastAPI, received: Any, ids: itertools.count,
             return Response(orjson.dumps(message), media_type="application/json")
         cut = next((int(v) for k, v, _ in directives if k == "cut"), None)
         return StreamingResponse(_events(message, cut), media_type="text/event-stream")
+
+
+def _missing_thinking(body: dict[str, Any], history: list[dict[str, Any]]) -> str | None:
+    """Anthropic's rule with thinking on: the assistant turn of a tool loop in progress must
+    still start with its (signed) thinking block, so a proxy that drops it fails here."""
+    if (body.get("thinking") or {}).get("type") not in {"enabled", "adaptive"}:
+        return None
+    turns = [m for m in history if m.get("role") == "assistant"]
+    blocks = _blocks(turns[-1].get("content")) if turns else []
+    if any(b.get("type") == "tool_use" for b in blocks) and not (
+            blocks[0].get("type") in {"thinking", "redacted_thinking"} and
+            (blocks[0].get("signature") or blocks[0].get("data"))):
+        return ("When thinking is enabled, the last assistant message must start with its "
+                "signed thinking block.")
+    return None
 
 
 def block_text(content: Any) -> str:
@@ -116,7 +138,13 @@ async def _events(message: dict[str, Any], cut: int | None) -> AsyncGenerator[by
              "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
     for index, block in enumerate(message["content"]):
-        if block["type"] == "text":
+        if block["type"] == "thinking":
+            events.append({"type": "content_block_start", "index": index,
+                           "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+            events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in (
+                {"type": "thinking_delta", "thinking": block["thinking"]},
+                {"type": "signature_delta", "signature": block["signature"]})]
+        elif block["type"] == "text":
             events.append({"type": "content_block_start", "index": index,
                            "content_block": {"type": "text", "text": ""}})
             events += [{"type": "content_block_delta", "index": index,

@@ -19,6 +19,7 @@ from tests.conftest import echo_routes
 from tests.servers import ThreadServer
 
 CLAUDE = "claude-echo"
+SONNET = "claude-sonnet-4-6"  # a name litellm knows supports thinking, served by the echo
 PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJ"
          "RU5ErkJggg==")  # a 1x1 PNG
 WEATHER = {"name": "get_weather", "description": "Current weather in a city.",
@@ -28,8 +29,9 @@ WEATHER = {"name": "get_weather", "description": "Current weather in a city.",
 
 def routes(upstream_url: str) -> list[dict]:
     return [*echo_routes(upstream_url),
-            {"name": CLAUDE, "litellm_params": {"model": f"anthropic/{CLAUDE}",
-                                                "api_base": upstream_url, "api_key": "sk-test"}}]
+            *({"name": name, "litellm_params": {"model": f"anthropic/{name}",
+                                                "api_base": upstream_url, "api_key": "sk-test"}}
+              for name in (CLAUDE, SONNET))]
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +111,19 @@ def test_a_request_reaches_an_anthropic_upstream_as_written(claude, received):
     assert sent["tool_choice"]["type"] == "auto"
 
 
+def test_top_level_cache_control_marks_the_last_block(claude, received):
+    claude.messages.create(model=CLAUDE, max_tokens=50, cache_control={"type": "ephemeral"},
+                           extra_headers=new_session(), messages=[
+                               {"role": "user", "content": "first"},
+                               {"role": "assistant", "content": "ok"},
+                               {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                            {"type": "text", "text": "b"}]}])
+    [sent] = received.requests()
+    assert sent["messages"][-1]["content"] == [
+        {"type": "text", "text": "a"}, {"type": "text", "text": "b", "cache_control": {"type": "ephemeral"}}]
+    assert "cache_control" not in json.dumps(sent["messages"][:-1])
+
+
 @pytest.mark.parametrize("model", ["echo", CLAUDE])
 def test_streamed_text_with_the_sdk_helper(claude, received, model):
     with claude.messages.stream(model=model, max_tokens=100, extra_headers=new_session(),
@@ -121,7 +136,7 @@ def test_streamed_text_with_the_sdk_helper(claude, received, model):
     assert final.usage.output_tokens > 0
     [sent] = received.requests()
     assert sent["stream"] is True
-    assert sent["messages"] == as_blocks([{"role": "user", "content": "stream these five words"}])
+    assert as_blocks(sent["messages"]) == as_blocks([{"role": "user", "content": "stream these five words"}])
 
 
 def test_stream_true_yields_anthropic_events_in_order(claude, received):
@@ -298,6 +313,8 @@ def test_forty_turn_tool_session_keeps_tool_units_whole(claude, received, sessio
     assert int(headers[-1]["x-agentmem-tokens-after"]) < int(headers[-1]["x-agentmem-tokens-before"])
     reports = sessions.get(f"/{session['X-Session-Id']}/reports", params={"limit": 1000}).json()["data"]
     assert len(reports) == 2 * step and all(r["status"] == "ok" for r in reports)
+    # the client re-serialises each tool_use input; the session still matches what was stored
+    assert all(r["ingest"]["diverged_at"] is None for r in reports)
     assert {d["action"] for r in reports for stage in r["stages"] for d in stage["decisions"]} & {
         "prune_spans", "drop_message"}
 
@@ -312,3 +329,45 @@ def test_anthropic_clients_authenticate_with_x_api_key(tenant_proxy):
         bad.messages.create(model="echo", max_tokens=20, messages=[{"role": "user", "content": "hi"}])
     assert refused.value.body == {"type": "error", "error": {"type": "authentication_error",
                                                              "message": "Invalid proxy API key."}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_thinking_blocks_round_trip_with_their_signature(claude, received, stream):
+    """With thinking on, Anthropic refuses a tool loop whose assistant turn lost its signed
+    thinking block: the block must reach the client (streamed too) and go back upstream."""
+    session = new_session()
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    messages: list[dict] = [{"role": "user", "content": 'Oslo? [[tool:get_weather {"city": "Oslo"}]]'}]
+    options = {"model": SONNET, "max_tokens": 2000, "tools": [WEATHER], "thinking": thinking,
+               "extra_headers": session}
+    if stream:
+        with claude.messages.stream(messages=messages, **options) as events:
+            first = events.get_final_message()
+    else:
+        first = claude.messages.create(messages=messages, **options)
+    assert [b.type for b in first.content] == ["thinking", "tool_use"]
+    assert first.content[0].signature.startswith("sig_echo")
+    assert first.content[0].thinking.startswith("thinking about: Oslo?")
+    messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": first.content[1].id,
+                                               "content": "cold"}]}]
+    second = claude.messages.create(messages=messages, **options)
+    assert [b.type for b in second.content] == ["thinking", "text"]
+    assert second.content[1].text == "tool results: cold"
+    sent = received.requests()[-1]
+    assert sent["thinking"] == thinking
+    assert sent["messages"][1]["content"][0] == messages[1]["content"][0]  # the signed block
+
+
+def test_a_stream_cut_by_the_provider_ends_with_an_error_event(claude, received, sessions):
+    session = new_session()
+    request = {"model": CLAUDE, "max_tokens": 100, "extra_headers": session,
+               "messages": [{"role": "user", "content": "one two three four five six [[cut:5]]"}]}
+    with pytest.raises(anthropic.APIStatusError) as cut, claude.messages.stream(**request) as stream:
+        for _ in stream.text_stream:  # the error comes mid-stream
+            pass
+    assert cut.value.body["type"] == "error" and cut.value.body["error"]["type"] == "api_error"
+    assert len(received.requests()) == 1
+    stored = sessions.get(f"/{session['X-Session-Id']}").json()
+    reply = stored["turns"][-1]
+    assert reply["partial"] and reply["message"]["content"].startswith("echo: one")
