@@ -157,6 +157,7 @@ def parse_request(body: Any, *, counting: bool = False) -> MessagesRequest:
     happens (nothing is stored for a request that fails here)."""
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.")
+    _refuse_server_tools(body.get("tools"))
     try:
         request = (CountTokensRequest if counting else MessagesRequest).model_validate(body)
     except ValidationError as error:
@@ -171,6 +172,17 @@ def parse_request(body: Any, *, counting: bool = False) -> MessagesRequest:
         raise InvalidRequest(f"tool_choice names '{choice.name}', which is not in tools.",
                              param="tool_choice")
     return request
+
+
+def _refuse_server_tools(tools: Any) -> None:
+    """Anthropic's server tools (web search, code execution, ...) run at Anthropic and have no
+    chat-completions form; say so instead of a schema error about ``type``."""
+    for index, tool in enumerate(tools if isinstance(tools, list) else ()):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in (None, "custom"):
+            raise InvalidRequest(f"tools[{index}]: server tools (type {kind!r}) are not supported "
+                                 "through agentmem; only client tools (name, description, "
+                                 "input_schema) are.", param=f"tools[{index}].type")
 
 
 def _check_tool_pairs(turns: list[UserTurn | AssistantTurn]) -> None:

@@ -22,6 +22,8 @@ CLAUDE = "claude-echo"
 SONNET = "claude-sonnet-4-6"  # a name litellm knows supports thinking, served by the echo
 PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJ"
          "RU5ErkJggg==")  # a 1x1 PNG
+PDF = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                      "data": "JVBERi0xLjQKJcfsj6IKJSVFT0YK"}}
 WEATHER = {"name": "get_weather", "description": "Current weather in a city.",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
                             "required": ["city"]}}
@@ -89,7 +91,7 @@ def test_a_request_reaches_an_anthropic_upstream_as_written(claude, received):
     system = [{"type": "text", "text": "You are a weather bot.", "cache_control": {"type": "ephemeral"}},
               {"type": "text", "text": "Answer in one line."}]
     messages = [
-        {"role": "user", "content": [image, {"type": "text", "text": "What is this?",
+        {"role": "user", "content": [image, PDF, {"type": "text", "text": "What is this?",
                                              "cache_control": {"type": "ephemeral"}}]},
         {"role": "assistant", "content": [{"type": "text", "text": "A pixel."}]},
         {"role": "user", "content": "And the weather?"},
@@ -217,6 +219,16 @@ def test_max_tokens_maps_to_its_stop_reason(claude, received):
       "messages": [{"role": "user", "content": "hi"}]}, "temperature"),
     ({"model": CLAUDE, "max_tokens": 10, "tool_choice": {"type": "tool", "name": "nope"},
       "tools": [WEATHER], "messages": [{"role": "user", "content": "hi"}]}, "nope"),
+    ({"model": CLAUDE, "max_tokens": 10, "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+      "messages": [{"role": "user", "content": "hi"}]}, "server tools"),
+    ({"model": CLAUDE, "max_tokens": 10, "messages": [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_2", "name": "shot", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}}]}]}]},
+     "tool_result with image"),
+    ({"model": CLAUDE, "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
 ])
 def test_bad_requests_get_anthropic_errors_and_store_nothing(proxy_url, sessions, received, body, words):
     session = new_session()
