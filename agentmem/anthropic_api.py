@@ -308,10 +308,8 @@ def _user_part(block: dict[str, Any], index: int) -> dict[str, Any]:
 
 def _tool_message(block: dict[str, Any], index: int, notes: list[str]) -> dict[str, Any]:
     content = block.get("content")
-    if isinstance(content, list) and any(part["type"] != "text" for part in content):
-        raise InvalidRequest(f"messages[{index}]: a tool_result with image or document blocks is "
-                             "not supported yet; send them in a user message's own blocks.",
-                             param=f"messages[{index}].content")
+    if isinstance(content, list):
+        content = [_user_part(part, index) for part in content]  # images, PDFs: parts too
     message: dict[str, Any] = {"role": "tool", "tool_call_id": block["tool_use_id"],
                                "content": "" if content is None else content}
     if block.get("cache_control") is not None:

@@ -84,9 +84,15 @@ class AssistantMessage(_Strict):
     refusal: str | None = None
 
 
+ToolPart = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
+
+
 class ToolMessage(_Strict):
+    """Images and files in a tool's reply pass: litellm hands them to providers that take
+    them (Anthropic's ``tool_result``); a provider that does not answers with its own 400."""
+
     role: Literal["tool"]
-    content: str | list[TextPart]
+    content: str | list[ToolPart]
     tool_call_id: str = Field(min_length=1)
 
 

@@ -113,6 +113,23 @@ def test_a_request_reaches_an_anthropic_upstream_as_written(claude, received):
     assert sent["tool_choice"]["type"] == "auto"
 
 
+def test_images_in_a_tool_result_reach_the_provider(claude, received):
+    """What Claude Code sends after reading an image file or taking a screenshot."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}}
+    messages = [{"role": "user", "content": "Show me the chart."},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_shot", "name": "screenshot", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_shot",
+                                              "content": [{"type": "text", "text": "chart.png"}, image]}]}]
+    tool = {"name": "screenshot", "description": "Take a screenshot.",
+            "input_schema": {"type": "object", "properties": {}}}
+    message = claude.messages.create(model=CLAUDE, max_tokens=50, tools=[tool], messages=messages,
+                                     extra_headers=new_session())
+    assert message.content[0].text == "tool results: chart.png"
+    [sent] = received.requests()
+    assert sent["messages"] == as_blocks(messages)
+
+
 def test_top_level_cache_control_marks_the_last_block(claude, received):
     claude.messages.create(model=CLAUDE, max_tokens=50, cache_control={"type": "ephemeral"},
                            extra_headers=new_session(), messages=[
@@ -221,13 +238,6 @@ def test_max_tokens_maps_to_its_stop_reason(claude, received):
       "tools": [WEATHER], "messages": [{"role": "user", "content": "hi"}]}, "nope"),
     ({"model": CLAUDE, "max_tokens": 10, "tools": [{"type": "web_search_20250305", "name": "web_search"}],
       "messages": [{"role": "user", "content": "hi"}]}, "server tools"),
-    ({"model": CLAUDE, "max_tokens": 10, "messages": [
-        {"role": "user", "content": "look"},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_2", "name": "shot", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": [
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}}]}]}]},
-     "tool_result with image"),
     ({"model": CLAUDE, "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
 ])
 def test_bad_requests_get_anthropic_errors_and_store_nothing(proxy_url, sessions, received, body, words):
