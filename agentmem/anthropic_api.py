@@ -152,9 +152,11 @@ FORWARDED = frozenset(MessagesRequest.model_fields)
 # -- request: Messages -> chat --------------------------------------------------------------
 
 
-def parse_request(body: Any, *, counting: bool = False) -> MessagesRequest:
+def parse_request(body: Any, *, counting: bool = False, stateful: bool = False) -> MessagesRequest:
     """Validate a decoded body; raise ``InvalidRequest`` naming the field, before anything else
-    happens (nothing is stored for a request that fails here)."""
+    happens (nothing is stored for a request that fails here). ``stateful``: the messages
+    continue a stored history, so a tool_result may answer a tool_use only the store holds
+    (the engine checks the pairs on the whole history)."""
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.")
     _refuse_server_tools(body.get("tools"))
@@ -163,7 +165,8 @@ def parse_request(body: Any, *, counting: bool = False) -> MessagesRequest:
     except ValidationError as error:
         message, param = describe_validation_error(error)
         raise InvalidRequest(message, param=param) from None
-    _check_tool_pairs(request.messages)
+    if not stateful:
+        _check_tool_pairs(request.messages)
     names = [tool.name for tool in request.tools or ()]
     if len(set(names)) != len(names):
         raise InvalidRequest("tools: two tools have the same name.", param="tools")

@@ -5,6 +5,7 @@ received, not only what the client got back."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import uuid
@@ -393,3 +394,38 @@ def test_a_stream_cut_by_the_provider_ends_with_an_error_event(claude, received,
     stored = sessions.get(f"/{session['X-Session-Id']}").json()
     reply = stored["turns"][-1]
     assert reply["partial"] and reply["message"]["content"].startswith("echo: one")
+
+
+async def test_async_client_streams_concurrent_sessions(proxy_url, received):
+    client = anthropic.AsyncAnthropic(base_url=proxy_url, api_key="unused", max_retries=0)
+
+    async def ask(city: str) -> anthropic.types.Message:
+        question = f'{city}? [[tool:get_weather {{"city": "{city}"}}]]'
+        async with client.messages.stream(model=CLAUDE, max_tokens=100, tools=[WEATHER],
+                                          extra_headers=new_session(),
+                                          messages=[{"role": "user", "content": question}]) as stream:
+            return await stream.get_final_message()
+
+    cities = ["Lima", "Pune", "Kyiv"]
+    replies = await asyncio.gather(*(ask(city) for city in cities))
+    assert [reply.content[0].input for reply in replies] == [{"city": city} for city in cities]
+    asked = [r["messages"][0]["content"][0]["text"].split("?")[0] for r in received.requests()]
+    assert sorted(asked) == sorted(cities)
+    await client.close()
+
+
+def test_stateful_client_sends_only_new_messages(claude, received):
+    """X-Agentmem-Stateful: the client sends the tool_result alone; the provider gets the whole
+    conversation, rebuilt from the session, with the tool_use it answers."""
+    headers = {**new_session(), "X-Agentmem-Stateful": "true"}
+    options = {"model": CLAUDE, "max_tokens": 100, "tools": [WEATHER], "extra_headers": headers}
+    first = claude.messages.create(
+        messages=[{"role": "user", "content": 'Bern? [[tool:get_weather {"city": "Bern"}]]'}], **options)
+    [use] = first.content
+    second = claude.messages.create(messages=[{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": use.id, "content": "foggy"}]}], **options)
+    assert second.content[0].text == "tool results: foggy"
+    sent = received.requests()[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"] == [
+        {"type": "tool_use", "id": use.id, "name": "get_weather", "input": {"city": "Bern"}}]

@@ -61,12 +61,12 @@ async def _create(request: Request) -> Response:
     state = request.app.state
     tenant = tenant_of(request)
     body = await read_json(request, state.settings.max_body_bytes)
-    parsed = parse_request(body)
-    chat, notes = to_chat(parsed, body)
     headers = request.headers
-    metadata = chat.get("metadata") or {}
+    metadata = body.get("metadata") if isinstance(body, dict) else None
     stateful = (headers.get("x-agentmem-stateful", "").lower() in _TRUE
-                or metadata.get("agentmem_stateful") is True)
+                or (isinstance(metadata, dict) and metadata.get("agentmem_stateful") is True))
+    parsed = parse_request(body, stateful=stateful)
+    chat, notes = to_chat(parsed, body)
     policy = header_policy(headers.get("x-agentmem-policy"), state.settings)
     async with state.hygiene.call(chat, tenant=tenant, session_id=_session_id(headers, chat, stateful),
                                   stateful=stateful, policy=policy) as call:
