@@ -227,7 +227,7 @@ def to_chat(request: MessagesRequest, body: dict[str, Any]) -> tuple[dict[str, A
     notes: list[str] = []
     messages: list[dict[str, Any]] = []
     system = body.get("system")
-    if isinstance(system, str) or system:
+    if system:
         messages.append({"role": "system", "content": system})
     for index, turn in enumerate(body["messages"]):
         if turn["role"] == "user":
@@ -446,14 +446,14 @@ class StreamTranslator:
 
     def feed(self, chunk: Any) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
-        if not self.started:
+        if getattr(chunk, "usage", None):
+            self.usage = chunk.usage
+        if not self.started:  # input tokens here only if the provider said (Anthropic does)
             self.started = True
             events.append({"type": "message_start", "message": {
                 "id": message_id(getattr(chunk, "id", None)), "type": "message",
                 "role": "assistant", "model": self.model, "content": [], "stop_reason": None,
-                "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}})
-        if getattr(chunk, "usage", None):
-            self.usage = chunk.usage
+                "stop_sequence": None, "usage": {**usage_json(self.usage), "output_tokens": 0}}})
         for choice in getattr(chunk, "choices", None) or ():
             if getattr(choice, "index", 0) != 0:
                 continue

@@ -173,6 +173,7 @@ def test_stream_true_yields_anthropic_events_in_order(claude, received):
     assert json.loads(partial) == {"city": "Oslo"}
     assert kinds.count("content_block_start") == kinds.count("content_block_stop")
     assert events[-2].delta.stop_reason == "tool_use"
+    assert events[-2].usage.input_tokens > 0 and events[-2].usage.output_tokens > 0
     assert received.requests()[0]["tools"][0]["name"] == "get_weather"
 
 
