@@ -430,3 +430,18 @@ def test_stateful_client_sends_only_new_messages(claude, received):
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
     assert sent[1]["content"] == [
         {"type": "tool_use", "id": use.id, "name": "get_weather", "input": {"city": "Bern"}}]
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/messages", {"model": "echo", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
+    ("/v1/chat/completions", {"model": "echo", "messages": [{"role": "user", "content": "hi"}]}),
+])
+def test_odd_unknown_field_names_make_a_legal_warning_header(proxy_url, received, path, body):
+    """Found by the fuzzer: a dropped field named "" or "a\\nb" went into X-Agentmem-Warning as
+    is, and the server died writing the header."""
+    response = httpx.post(f"{proxy_url}{path}", headers=new_session(),
+                          json={**body, "": 1, "a\nb": 2, "ünï": 3, " ": 4})
+    assert response.status_code == 200, response.text
+    warning = response.headers["x-agentmem-warning"]
+    assert warning.startswith("fields not forwarded to the provider:") and "a?b" in warning
+    assert received.requests()[0]["messages"][-1]["content"] == "hi"
