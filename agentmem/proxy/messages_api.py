@@ -11,6 +11,7 @@ Anthropic's SSE events, and every error has Anthropic's shape
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -32,6 +33,7 @@ from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.body import read_json
 from agentmem.proxy.chat import _TRUE, RelayResponse, header_policy
 
+log = logging.getLogger("agentmem.proxy")
 router = APIRouter()
 
 
@@ -41,6 +43,9 @@ async def create_message(request: Request) -> Response:
         return await _create(request)
     except AgentmemError as error:
         return error_response(error)
+    except Exception as error:  # a bug of ours: logged, and still in Anthropic's shape
+        log.exception("unhandled error on %s", request.url.path)
+        return error_response(AgentmemError(f"agentmem internal error: {type(error).__name__}"))
 
 
 @router.post("/v1/messages/count_tokens")
