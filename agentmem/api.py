@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import re
 import threading
 import time
 import weakref
@@ -572,8 +573,7 @@ class Call:
             "X-Agentmem-Tools-Kept": str(report.tools_after),
         }
         if report.warnings:
-            out["X-Agentmem-Warning"] = "; ".join(report.warnings).encode(
-                "ascii", "replace").decode()[:2000]
+            out["X-Agentmem-Warning"] = header_text("; ".join(report.warnings))
         return out
 
     async def finish_with_response(self, response: Any) -> None:
@@ -731,6 +731,15 @@ def reply_message(message: Any) -> dict[str, Any]:
     else:
         out.pop("tool_calls", None)
     return out
+
+
+def header_text(text: str) -> str:
+    """Text as a legal HTTP header value: printable ASCII, no edge whitespace, bounded. A
+    warning can quote client input (the names of dropped fields), which may hold anything."""
+    return _NOT_HEADER_TEXT.sub("?", text)[:2000].strip()
+
+
+_NOT_HEADER_TEXT = re.compile(r"[^\x20-\x7e]")
 
 
 async def _turns_of(history: list[dict[str, Any]], chains: list[str], start: int,

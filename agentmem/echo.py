@@ -17,6 +17,8 @@ that status), ``[[cut:N]]`` (drop the connection after N streamed chunks), ``[[s
 ``POST /v1/embeddings`` answers deterministic vectors (a hash of each input) and
 ``POST /v1/completions`` answers ``echo: PROMPT`` (streamed or not); both record what they
 received and honour ``[[status:N]]`` and ``[[slow:MS]]`` in the input or prompt.
+
+``POST /v1/messages`` speaks Anthropic's Messages API the same way (``agentmem.echo_messages``).
 """
 
 from __future__ import annotations
@@ -136,6 +138,10 @@ def create_echo_app(*, keep: int = 2000) -> FastAPI:
             media_type="text/event-stream")
 
     _add_passthrough_routes(app, received, ids)
+
+    from agentmem.echo_messages import add_messages_api  # here: it imports this module
+
+    add_messages_api(app, received, ids, scripts)
     return app
 
 

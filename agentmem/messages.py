@@ -84,9 +84,15 @@ class AssistantMessage(_Strict):
     refusal: str | None = None
 
 
+ToolPart = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
+
+
 class ToolMessage(_Strict):
+    """Images and files in a tool's reply pass: litellm hands them to providers that take
+    them (Anthropic's ``tool_result``); a provider that does not answers with its own 400."""
+
     role: Literal["tool"]
-    content: str | list[TextPart]
+    content: str | list[ToolPart]
     tool_call_id: str = Field(min_length=1)
 
 
@@ -295,12 +301,24 @@ def canonical(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("tool_calls"):
         out["tool_calls"] = [
             {"id": c.get("id"), "name": c.get("function", {}).get("name"),
-             "arguments": c.get("function", {}).get("arguments")}
+             "arguments": _arguments(c.get("function", {}).get("arguments"))}
             for c in message["tool_calls"]
         ]
     if message.get("function_call"):
         out["function_call"] = message["function_call"]
     return out
+
+
+def _arguments(arguments: Any) -> Any:
+    """A call's arguments as JSON values, not text: clients that hand calls back as objects
+    (Anthropic's ``tool_use.input``, LangChain's ``args``) re-serialise them with other spacing,
+    and that must not fork the session at every tool call."""
+    if isinstance(arguments, str):
+        try:
+            return orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+    return arguments
 
 
 def message_hash(message: dict[str, Any]) -> str:

@@ -39,6 +39,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentmem.anthropic_api import MessagesRequest
 from agentmem.config import Settings
 from agentmem.messages import ChatRequestSchema
 from agentmem.proxy import create_app
@@ -385,8 +386,8 @@ def _judge(failure: str | None) -> None:
 
 
 def _schema_with_chat_body(document: dict[str, Any]) -> dict[str, Any]:
-    """The app's schema plus the chat body's JSON schema (``model`` fixed to the echo route:
-    a random model string is a request to a random provider, not a test of agentmem)."""
+    """The app's schema plus the chat and Messages bodies' JSON schemas (``model`` fixed to the
+    echo route: a random model string is a request to a random provider, not a test of agentmem)."""
     chat = ChatRequestSchema.model_json_schema(ref_template="#/components/schemas/{model}")
     components = document.setdefault("components", {}).setdefault("schemas", {})
     components.update(chat.pop("$defs", {}))
@@ -395,6 +396,13 @@ def _schema_with_chat_body(document: dict[str, Any]) -> dict[str, Any]:
     document["paths"]["/v1/chat/completions"]["post"]["requestBody"] = {
         "required": True,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChatRequest"}}}}
+    messages = MessagesRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(messages.pop("$defs", {}))
+    messages["properties"]["model"] = {"type": "string", "enum": ["echo"]}
+    components["MessagesRequest"] = messages
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        document["paths"][path]["post"]["requestBody"] = {"required": True, "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/MessagesRequest"}}}}
     return document
 
 

@@ -40,6 +40,17 @@ def test_echoed_assistant_message_hashes_like_the_stored_one():
     assert message_hash({"role": "user", "content": "hi"}) != message_hash({"role": "user", "content": "hi!"})
 
 
+def test_reserialised_tool_arguments_hash_like_the_stored_ones():
+    """Anthropic and LangChain clients hand a call's arguments back as an object, re-dumped."""
+    def call(arguments: str) -> dict:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}]}
+    spaced, compact = call('{"city": "Paris", "days": 2}'), call('{"city":"Paris","days":2}')
+    assert message_hash(spaced) == message_hash(compact)
+    assert message_hash(call('{"city": "Paris"}')) != message_hash(call('{"city": "Rome"}'))
+    assert message_hash(call("not json")) != message_hash(call("not json!"))
+
+
 def test_tool_call_units():
     messages = [{"role": "user", "content": "x"},
                 {"role": "assistant", "tool_calls": [{"id": "a"}, {"id": "b"}]},

@@ -17,6 +17,7 @@ from agentmem.models.runtime import favour_latency
 from agentmem.proxy import (
     chat,
     highlight,
+    messages_api,
     metrics,
     passthrough,
     responses,
@@ -59,6 +60,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
     app.include_router(chat.router)
     app.include_router(responses.router)
     app.include_router(passthrough.router)
+    app.include_router(messages_api.router)
     app.include_router(sessions.router)
     app.include_router(highlight.router)
     app.include_router(metrics.router)

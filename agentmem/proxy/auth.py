@@ -1,6 +1,7 @@
 """Tenants: each configured proxy API key is a tenant; with no keys there is one tenant.
 
-The key is the client's ``Authorization: Bearer`` token. It is never forwarded to a
+The key is the client's ``Authorization: Bearer`` token, or its ``x-api-key`` header (what
+the Anthropic SDKs and Claude Code send with an API key). It is never forwarded to a
 provider: provider keys come from the environment or the model routes in the config.
 """
 
@@ -21,8 +22,10 @@ def tenant_of(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
-        raise AuthenticationFailed("Missing proxy API key: send 'Authorization: Bearer <key>'.",
-                                   code="missing_api_key")
+        token = request.headers.get("x-api-key", "")
+    if not token:
+        raise AuthenticationFailed("Missing proxy API key: send 'Authorization: Bearer <key>' "
+                                   "(or 'x-api-key: <key>').", code="missing_api_key")
     for key, tenant in settings.api_keys.items():
         if hmac.compare_digest(key.encode(), token.strip().encode()):
             if not ID_PATTERN.match(tenant):
