@@ -391,13 +391,15 @@ class Hygiene:
             run = report.stage(stage.name)
             started = time.perf_counter()
             context = call.stage_context(run, channels)
-            before = draft.snapshot()
+            # Only a loading model makes a stage stop half-way on purpose (ModelsNotReady): copy
+            # the draft then, not on every call (2,000 messages cost ~2 ms per stage).
+            before = draft.snapshot() if self.embedder.loading else None
             try:
                 await stage.apply(draft, context)
             except ModelsNotReady as error:  # a server just started: serve now, unfiltered
                 run.skipped = str(error)
                 report.warnings.append(f"{stage.name} skipped: {error}")
-                draft = before
+                draft = before or Draft.of(history, body.get("tools"), body.get("functions"))
             except Exception as error:  # noqa: BLE001 - a stage bug must not break the call
                 run.error = f"{type(error).__name__}: {error}"
                 log.exception("stage %s failed", stage.name)

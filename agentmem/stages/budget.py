@@ -57,10 +57,14 @@ class BudgetStage(Stage):
         history = context.history
         stored = await context.store.turn_tokens(context.session) if context.store else []
         stored = stored[: context.stored_positions]  # later stored turns may be a superseded branch
-        # token counts made at ingest; only messages a stage rewrote (or not stored) are counted
+        # token counts made at ingest, or given by the stage that rewrote the message (prune
+        # sums its kept sentences' counts); only the rest are counted here (at 2,000 turns,
+        # counting the ~650 pruned copies again cost ~10 ms a call)
         def tokens(m: OutgoingMessage) -> int:
             if m.message is history[m.index] and m.index < len(stored):
                 return stored[m.index]
+            if m.tokens is not None and m.message is not history[m.index]:
+                return m.tokens
             return message_tokens(m.message)
 
         units = draft.units()
