@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agentmem.errors import PolicyError
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.stages import registry
+from agentmem.stages.assembly import AssemblySettings
 from agentmem.stages.budget import BudgetSettings
 from agentmem.stages.prune import PruneSettings
 from agentmem.stages.tools import ToolSettings
@@ -33,7 +34,7 @@ class Policy(BaseModel):
     description: str = ""
     stages: list[str] = Field(
         default_factory=list,
-        description="Stages to run, in order (quarantine, prune, tools, budget).",
+        description="Stages to run, in order (quarantine, tools, prune, assembly, budget).",
     )
     store: bool = Field(True, description="Keep the session's turns and reports in Redis.")
     embed: bool = Field(True, description="Compute sentence embeddings at ingest.")
@@ -56,6 +57,7 @@ class Policy(BaseModel):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     quarantine: QuarantineSettings = Field(default_factory=QuarantineSettings)
+    assembly: AssemblySettings = Field(default_factory=AssemblySettings)
     options: dict[str, Any] = Field(
         default_factory=dict, description="Settings of stages that are not built in, by stage "
         "name (validated by the stage's settings_model).")
