@@ -4,6 +4,7 @@ assembly), as units and through the real proxy to the echo upstream."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -11,6 +12,7 @@ from agentmem.assembly.formatting import omission_note
 from agentmem.assembly.ordering import edges_first, find_documents
 from agentmem.errors import PolicyError
 from agentmem.policy import policy_from_dict
+from agentmem.text import split_sentences
 
 HITS = [{"title": "Kettle descaling", "snippet": "Descale a kettle with citric acid every month."},
         {"title": "Train times", "snippet": "The 9:15 train to Lyon leaves from platform 4."},
@@ -128,3 +130,63 @@ def test_formatting_through_the_proxy(client, received, session_id, policies):
     assert tool["role"] == "tool" and tool["tool_call_id"] == "c1"
     assert tool["content"].startswith('<document source="tool:web_search" turn="21">\n')
     assert json.loads(tool["content"].split("\n", 1)[1].rsplit("\n", 1)[0]) == HITS
+
+
+PROSE = ("Well, to be honest, I think that basically the kettle that I ordered last week from "
+         "the shop in Lyon was actually quite a lot more expensive than the one that my "
+         "neighbour Marie bought, which cost 42 euros. ")
+CODE = "```python\ndef total(prices):\n    return sum(prices)  # the basically simple sum\n```"
+
+
+def test_compression_through_the_proxy(client, received, session_id, policy_dir):
+    from agentmem.ingest import messages_tokens
+    from agentmem.models.pruner import cached_pruner
+    from agentmem.models.registry import default_pruner_path
+
+    # Loaded here first, once the proxy's warm-up thread has finished importing transformers:
+    # a first import racing it sees a half-initialised module ("cannot import name
+    # 'AutoTokenizer'"), in a call as here (test_prune_stage's tool-output test meets it too).
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            cached_pruner(default_pruner_path())
+            break
+        except ImportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+    history = [{"role": "system", "content": "You are a shopping assistant."}]
+    for number in range(6):
+        history += [{"role": "user", "content": PROSE * 2 + f"Order {5500 + number} is mine."},
+                    {"role": "assistant", "content": f"I see, so it was basically a rather "
+                     f"pricey purchase for you this time, number {number}. {CODE}"}]
+    history += [{"role": "user", "content": json.dumps(HITS)},
+                {"role": "assistant", "content": "Those are the search results."},
+                {"role": "user", "content": "So which kettle was basically the cheapest one, "
+                                            "honestly?"}]
+    total = messages_tokens(history)
+    (policy_dir / "asm-compress.yaml").write_text(
+        f"name: asm-compress\nstages: [assembly, budget]\nbudget: {{max_prompt_tokens: "
+        f"{int(total * 0.85)}}}\nprune: {{keep_recent_exchanges: 1}}\n"
+        "assembly: {compression: {enabled: true, keep_rate: 0.6}}\n")
+    sent = _send(client, received, session_id, "asm-compress", history)
+    assert len(sent) == len(history)  # words went instead of whole messages
+    assert messages_tokens(sent) <= int(total * 0.85)
+    assert sent[0] == history[0] and sent[-1] == history[-1]  # system, newest user: untouched
+    assert sent[-3] == history[-3]  # JSON is data: untouched
+    shortened = [(before, after) for before, after in zip(history, sent) if before != after]
+    assert shortened and all(len(a["content"]) < len(b["content"]) for b, a in shortened)
+    for before, after in shortened:  # words inside sentences went, no sentence did
+        assert len(split_sentences(after["content"])) == len(split_sentences(before["content"]))
+        assert len(after["content"].split()) < 0.9 * len(before["content"].split())
+    for before, after in shortened:  # numbers, names and code blocks stay
+        for keep in ("42", "Marie", "Lyon", "Order", CODE, *[w for w in before["content"].split()
+                                                             if any(c.isdigit() for c in w)]):
+            if keep in before["content"]:
+                assert keep in after["content"], (keep, after["content"])
+    received.clear()  # under the budget nothing changes, even with the option on
+    (policy_dir / "asm-compress-roomy.yaml").write_text(
+        "name: asm-compress-roomy\nstages: [assembly, budget]\nbudget: {max_prompt_tokens: "
+        f"{total + 10}}}\nassembly: {{compression: {{enabled: true}}}}\n")
+    assert _send(client, received, session_id + "-roomy", "asm-compress-roomy", history) == history

@@ -6,11 +6,13 @@ Runs after pruning and before the budget, and only does what its policy section 
 - ``ordering``: a tool output that is a list of documents puts the most relevant at the
   start and the end (``agentmem.assembly.ordering``). The conversation's own turns are
   never reordered (chronology is meaning), only documents inside one message.
+- ``compression``: over the prompt budget, the least valuable words inside kept sentences
+  go (``agentmem.assembly.compression``), so the budget stage drops fewer whole messages.
 - ``formatting``: the kept earlier turns become one ``<earlier_turns>`` block with a note of
   how many were omitted or shortened, and tool outputs ``<document>`` blocks
   (``agentmem.assembly.formatting``).
 
-Every change is a ``Decision`` (``reorder_documents``, ``format_context``).
+Every change is a ``Decision`` (``reorder_documents``, ``compress_tokens``, ``format_context``).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentmem.assembly import formatting, ordering
-from agentmem.conversation import agent_step_start, last_user_index, recent_start
+from agentmem.assembly import compression, formatting, ordering
+from agentmem.conversation import agent_step_start, last_user_index, query_of, recent_start
 from agentmem.lexical import terms
 from agentmem.messages import text_of
-from agentmem.models.runtime import embed
+from agentmem.models.runtime import embed, run_inference
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, OutgoingMessage, Stage, StageContext
 from agentmem.text import split_sentences
@@ -61,6 +63,22 @@ class FormattingSettings(BaseModel):
         "turn=...> blocks, noting how many sentences were omitted.")
 
 
+class CompressionSettings(BaseModel):
+    """Token-level compression inside kept sentences when the prompt is over budget."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(
+        False, description="Over the budget stage's prompt budget: drop low-value words inside "
+        "kept sentences (pruner token probabilities), oldest messages first, before the budget "
+        "stage drops whole messages.")
+    keep_rate: float = Field(
+        0.6, gt=0, le=1, description="Share of a compressed sentence's unprotected words kept "
+        "(numbers, names, quoted and key-like words are always kept).")
+    min_words: int = Field(6, ge=1, description="Sentences shorter than this are left whole.")
+    max_messages: int = Field(64, ge=1, description="Messages the pruner scores per call.")
+
+
 class AssemblySettings(BaseModel):
     """The assembly stage (see agentmem/stages/assembly.py)."""
 
@@ -68,6 +86,7 @@ class AssemblySettings(BaseModel):
 
     ordering: OrderingSettings = Field(default_factory=OrderingSettings)
     formatting: FormattingSettings = Field(default_factory=FormattingSettings)
+    compression: CompressionSettings = Field(default_factory=CompressionSettings)
 
 
 class AssemblyStage(Stage):
@@ -79,6 +98,8 @@ class AssemblyStage(Stage):
         settings: AssemblySettings = context.policy.assembly
         if settings.ordering.enabled:
             await self._order(draft, context, settings.ordering)
+        if settings.compression.enabled:  # before the tags, which it must not touch
+            await self._compress(draft, context, settings.compression)
         if settings.formatting.documents:
             self._format_documents(draft, context)
         if settings.formatting.earlier_turns:
@@ -126,6 +147,55 @@ class AssemblyStage(Stage):
                 reason=f"{len(order)} documents ({documents.kind}): the most relevant to the "
                        "query first and last, the least in the middle",
                 detail={"order": order, "scores": [round(s, 4) for s in scores]}))
+
+    async def _compress(self, draft: Draft, context: StageContext,
+                        settings: CompressionSettings) -> None:
+        from agentmem.ingest import message_tokens, tools_tokens
+        from agentmem.models.pruner import cached_pruner
+        from agentmem.models.registry import default_pruner_path
+        from agentmem.stages.budget import budget_for
+
+        budget = budget_for(context.model, context.policy.budget)
+        if budget is None:
+            return
+        tokens = {m.index: message_tokens(m.message) for m in draft.messages}
+        over = sum(tokens.values()) + tools_tokens(draft.tools) - budget
+        if over <= 0:
+            return
+        newest = last_user_index(context.history)
+        candidates = [m for m in draft.messages
+                      if m.role in {"user", "assistant", "tool"} and m.index != newest
+                      and isinstance(m.message.get("content"), str)
+                      and compression.is_compressible_message(m.message["content"])]
+        candidates = candidates[: settings.max_messages]  # oldest first: they matter least
+        if not candidates:
+            return
+        pieces = [compression.prose_sentences(m.message["content"]) for m in candidates]
+        query = query_of(context.history)
+        pruner = await run_inference(cached_pruner, context.policy.prune.checkpoint
+                                     or default_pruner_path())
+        scores = await run_inference(pruner.score_batch,
+                                     [(query, [s for _, _, s in p] or [""]) for p in pieces])
+        for outgoing, sentences, score in zip(candidates, pieces, scores):
+            if over <= 0:
+                break
+            content = outgoing.message["content"]
+            words = compression.token_words(pruner.tokenizer, [s for _, _, s in sentences],
+                                            score.kept_fraction_by_threshold)
+            shorter = compression.rebuild(content, sentences, words, settings.keep_rate,
+                                          settings.min_words)
+            if shorter == content:
+                continue
+            message = {**outgoing.message, "content": shorter}
+            after = message_tokens(message)
+            over -= tokens[outgoing.index] - after
+            draft.replace_message(outgoing.index, message)
+            context.run.decisions.append(Decision(
+                action=Action.COMPRESS_TOKENS, message_index=outgoing.index,
+                position=outgoing.index, score=None,
+                reason=f"over the prompt budget of {budget} tokens: the least valuable words "
+                       f"of its sentences dropped (keep rate {settings.keep_rate})",
+                detail={"tokens_before": tokens[outgoing.index], "tokens_after": after}))
 
     @staticmethod
     def _format_documents(draft: Draft, context: StageContext) -> None:
