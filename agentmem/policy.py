@@ -18,6 +18,7 @@ from agentmem.config import yaml_problem
 from agentmem.errors import PolicyError
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.stages import registry
+from agentmem.stages.assembly import AssemblySettings
 from agentmem.stages.budget import BudgetSettings
 from agentmem.stages.prune import PruneSettings
 from agentmem.stages.tools import ToolSettings
@@ -34,7 +35,7 @@ class Policy(BaseModel):
     description: str = ""
     stages: list[str] = Field(
         default_factory=list,
-        description="Stages to run, in order (quarantine, prune, tools, budget).",
+        description="Stages to run, in order (quarantine, tools, prune, assembly, budget).",
     )
     store: bool = Field(True, description="Keep the session's turns and reports in Redis.")
     embed: bool = Field(True, description="Compute sentence embeddings at ingest.")
@@ -57,6 +58,7 @@ class Policy(BaseModel):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     quarantine: QuarantineSettings = Field(default_factory=QuarantineSettings)
+    assembly: AssemblySettings = Field(default_factory=AssemblySettings)
     options: dict[str, Any] = Field(
         default_factory=dict, description="Settings of stages that are not built in, by stage "
         "name (validated by the stage's settings_model).")

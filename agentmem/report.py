@@ -24,6 +24,9 @@ class Action(StrEnum):
     KEEP_TOOLS = "keep_tools"  # summary of the tool selection
     QUARANTINE = "quarantine"  # a statement withheld by a quarantine record
     CLARIFY = "clarify"  # a note added next to a statement (keep_both clashes)
+    REORDER_DOCUMENTS = "reorder_documents"  # documents inside one message, most relevant at the edges
+    FORMAT_CONTEXT = "format_context"  # kept context rendered as tagged blocks with a note
+    COMPRESS_TOKENS = "compress_tokens"  # low-value words dropped inside kept sentences
 
 
 class Decision(BaseModel):

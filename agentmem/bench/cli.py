@@ -19,13 +19,16 @@ def _kind_command(kind: str):
                 json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
                 checkpoint: str | None = typer.Option(None, help="Pruner checkpoint folder (prune)."),
                 dev: Path | None = typer.Option(None, help="Dev file for baseline thresholds (prune)."),
-                limit: int | None = typer.Option(None, help="Evaluate at most N questions (history).")):
+                limit: int | None = typer.Option(None, help="Evaluate at most N questions (history)."),
+                answers: Path | None = typer.Option(
+                    None, exists=True, dir_okay=False, help="Raw SQuAD JSON of the prune file's "
+                    "questions (prune): adds token-level compression's savings and answers kept.")):
         try:
             records = READERS[kind](data)
         except BenchDataError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
-        runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit)
+        runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit, answers=answers)
         emit(f"bench {kind}", runner(records, policy=policy), json_out)
 
     command.__doc__ = f"Run the {kind} benchmark on a file in its FORMATS.md format."
@@ -38,7 +41,8 @@ def _runner(kind: str, **options):
         from agentmem.bench.prune import run_prune
 
         return lambda records, policy: run_prune(records, checkpoint=options.get("checkpoint"),
-                                                 dev_file=options.get("dev"))
+                                                 dev_file=options.get("dev"),
+                                                 answers_file=options.get("answers"))
     if kind == "history":
         from agentmem.bench.history import run_history
 

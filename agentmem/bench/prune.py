@@ -87,7 +87,8 @@ def embedding_similarities(embedder, records) -> list[np.ndarray]:
     return out
 
 
-def run_prune(records, *, checkpoint: str | None, dev_file: Path | None) -> dict[str, Any]:
+def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
+              answers_file: Path | None = None) -> dict[str, Any]:
     from agentmem.bench.formats import PruneRecord, read_jsonl
     from agentmem.models.embedder import default_embedder
     from agentmem.models.pruner import Pruner
@@ -98,6 +99,12 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None) -> dict
     result = prune_metrics(records, pruner_keeps(records, scores, pruner.threshold, pruner.rule),
                            pruner.threshold)
     result["rule"] = pruner.rule
+    if answers_file is not None:  # token-level compression on top (agentmem/bench/compression.py)
+        from agentmem.bench.compression import compression_result, squad_answers
+
+        keeps = pruner_keeps(records, scores, pruner.threshold, pruner.rule)
+        result["token_compression"] = compression_result(records, scores, keeps, pruner.tokenizer,
+                                                         squad_answers(answers_file))
     dev = read_jsonl(dev_file, PruneRecord) if dev_file else records
     embedder = default_embedder()
     dev_sims = embedding_similarities(embedder, dev)

@@ -18,6 +18,7 @@ BUILTIN_STAGES: tuple[str, ...] = (
     "agentmem.stages.quarantine:QuarantineStage",
     "agentmem.stages.tools:ToolsStage",
     "agentmem.stages.prune:PruneStage",
+    "agentmem.stages.assembly:AssemblyStage",
     "agentmem.stages.budget:BudgetStage",
 )
 

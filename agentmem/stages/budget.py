@@ -47,7 +47,7 @@ def budget_for(model: str, settings) -> int | None:
 class BudgetStage(Stage):
     name: ClassVar[str] = "budget"
     settings_model = BudgetSettings
-    runs_after = frozenset({"quarantine", "tools", "prune"})  # counts what the others left
+    runs_after = frozenset({"quarantine", "tools", "prune", "assembly"})  # counts what the others left
 
     async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.budget

@@ -27,7 +27,7 @@ from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
-from agentmem.stages.selection import add_turn_context, excluded_rows, fill
+from agentmem.stages.selection import add_turn_context, diversified, excluded_rows, fill
 from agentmem.text import MESSAGE_OVERHEAD_TOKENS, split_sentences
 
 if TYPE_CHECKING:
@@ -67,7 +67,19 @@ class PruneSettings(BaseModel):
     pruner_sentences: int = Field(
         256, ge=0, description="Sentences of large tool outputs the pruner scores per call; "
         "past them, a sentence is kept only if it shares a term with the query.")
-
+    selection: Literal["greedy", "mmr", "cluster"] = Field(
+        "greedy", description="How older sentences are chosen inside the budget: by relevance "
+        "(greedy), relevance minus redundancy with those already chosen (mmr), or the best of "
+        "each embedding cluster first (cluster). README: Context assembly.")
+    redundancy_weight: float = Field(
+        0.3, ge=0, le=1, description="mmr: weight of the largest cosine to a chosen sentence.")
+    cluster_spread: float = Field(
+        0.3, ge=0, description="cluster: score handicap of every sentence but its cluster's best.")
+    cluster_similarity: float = Field(
+        0.6, ge=-1, le=1, description="cluster: cosine at which a sentence joins a more "
+        "relevant one's cluster.")
+    selection_pool: int = Field(
+        256, ge=2, description="mmr and cluster reorder only this many best candidates.")
 
 
 @dataclass
@@ -159,7 +171,11 @@ class PruneStage(Stage):
             await self._rerank(context, older, score, query)
         excluded = excluded_rows(context, corpus)
         score[excluded] = -np.inf  # quarantined by an earlier stage: never brought back
-        kept = fill(rows, score, corpus, budget, settings.neighbours, settings.turn_spread)
+        ranked = score if settings.selection == "greedy" else diversified(
+            settings.selection, rows, score, corpus.vectors,
+            redundancy_weight=settings.redundancy_weight, pool=settings.selection_pool,
+            cluster_spread=settings.cluster_spread, cluster_similarity=settings.cluster_similarity)
+        kept = fill(rows, ranked, corpus, budget, settings.neighbours, settings.turn_spread)
         kept[excluded] = False
         reason = (f"no sentence of this turn was among the most relevant to the query within "
                   f"the history budget of {budget} tokens")
