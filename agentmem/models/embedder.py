@@ -13,6 +13,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from agentmem.models import LOADING
+
 DIMENSION = 384
 # MiniLM reads 256 word pieces; a piece is rarely over 24 characters, so longer texts are cut
 # here: tokenizing a 1 MB paste in full took ~1 s for a vector of its first 256 pieces.
@@ -67,7 +69,7 @@ class Embedder:
 
     def load(self):
         self._loading = True
-        with self._lock:
+        with self._lock, LOADING:
             if self._model is None:
                 from sentence_transformers import SentenceTransformer
 

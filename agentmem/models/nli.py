@@ -115,4 +115,7 @@ class NLIModel:
 @lru_cache(maxsize=4)
 def cached_nli(path: str | None = None) -> NLIModel:
     """One loaded model per path for the whole process (loading costs about a second)."""
-    return NLIModel.load(path)
+    from agentmem.models import LOADING
+
+    with LOADING:
+        return NLIModel.load(path)

@@ -243,6 +243,8 @@ def _title_for(title: Any, qi: int, ci: int) -> str | None:
 @lru_cache(maxsize=4)
 def cached_pruner(name_or_path: str) -> Pruner:
     """A Provence checkpoint, or another highlighter's (``agentmem.models.highlighters``)."""
+    from agentmem.models import LOADING
     from agentmem.models.highlighters import load_scorer
 
-    return load_scorer(name_or_path)
+    with LOADING:
+        return load_scorer(name_or_path)
