@@ -19,13 +19,16 @@ def _kind_command(kind: str):
                 json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
                 checkpoint: str | None = typer.Option(None, help="Pruner checkpoint folder (prune)."),
                 dev: Path | None = typer.Option(None, help="Dev file for baseline thresholds (prune)."),
+                floor: float | None = typer.Option(None, min=0, max=1, help="Share of each passage's "
+                                                   "tokens always kept (prune; default: the "
+                                                   "checkpoint's calibrated floor)."),
                 limit: int | None = typer.Option(None, help="Evaluate at most N questions (history).")):
         try:
             records = READERS[kind](data)
         except BenchDataError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
-        runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit)
+        runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit, floor=floor)
         emit(f"bench {kind}", runner(records, policy=policy), json_out)
 
     command.__doc__ = f"Run the {kind} benchmark on a file in its FORMATS.md format."
@@ -38,7 +41,8 @@ def _runner(kind: str, **options):
         from agentmem.bench.prune import run_prune
 
         return lambda records, policy: run_prune(records, checkpoint=options.get("checkpoint"),
-                                                 dev_file=options.get("dev"))
+                                                 dev_file=options.get("dev"),
+                                                 floor=options.get("floor"))
     if kind == "history":
         from agentmem.bench.history import run_history
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentmem.models.keep_rule import KeepRule
 from agentmem.models.provence import SentenceRule, load_model
 from agentmem.text import split_sentences
 
@@ -64,11 +65,18 @@ class Pruner:
         self.max_length = min(max_length or 10**9, getattr(config, "max_position_embeddings", 512))
         self.rule: SentenceRule = getattr(config, "agentmem_sentence_rule", "paper")
         self.threshold: float = float(getattr(config, "agentmem_threshold", 0.1))
+        self.floor: float = float(getattr(config, "agentmem_keep_floor", 0.0))
         self._lock = threading.Lock()
 
     @classmethod
     def load(cls, name_or_path, *, allow_network: bool | None = None, **kwargs) -> Pruner:
         return cls(*load_model(name_or_path, allow_network=allow_network), **kwargs)
+
+    def keep_rule(self, threshold: float | None = None, rule: SentenceRule | None = None,
+                  floor: float | None = None) -> KeepRule:
+        """The checkpoint's calibrated keep rule, with any of its settings overridden."""
+        return KeepRule(self.threshold if threshold is None else threshold, rule or self.rule,
+                        self.floor if floor is None else floor)
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -147,13 +155,15 @@ class Pruner:
     def process(self, question: str | list[str], context: Any, title: Any = "first_sentence",
                 batch_size: int = 32, threshold: float | None = None,
                 always_select_title: bool = False, reorder: bool = False, top_k: int = 5,
-                enable_warnings: bool = True, rule: SentenceRule | None = None) -> dict[str, Any]:
+                enable_warnings: bool = True, rule: SentenceRule | None = None,
+                floor: float | None = None) -> dict[str, Any]:
         """Provence's ``process``. A context may be a string (split offline) or a list of
         sentences (used as given). Beyond the official keys the result carries, per context,
         ``sentences``: text, character span in ``pruned``'s source, probability and decision.
+        ``floor`` (default: the checkpoint's) is the share of each context's tokens kept
+        whatever the threshold (``agentmem.models.keep_rule``); 0 is Provence's own rule.
         """
-        threshold = self.threshold if threshold is None else threshold
-        rule = rule or self.rule
+        keep_rule = self.keep_rule(threshold, rule, floor)
         single = isinstance(question, str)
         if isinstance(question, str):  # a string, or a list of sentences (pre-split), for one question
             questions, contexts = [question], [[context]]
@@ -181,7 +191,7 @@ class Pruner:
         rates = [[0.0] * len(c) for c in contexts]
         details: list[list[list[dict[str, Any]] | None]] = [[None] * len(c) for c in contexts]
         for (qi, ci, text, spans, offset, title_is_first), score in zip(layout, scores):
-            keep = score.keep(threshold, rule)
+            keep = keep_rule.decide(score, range(offset, len(spans)))
             title_index = 0 if (offset or title_is_first) else None
             if always_select_title and title_index is not None and any(keep):
                 keep[title_index] = True

