@@ -164,6 +164,13 @@ def test_highlight_floor_keeps_the_best_sentences_whatever_the_threshold(proxy):
     assert some["threshold"] == 1.0 and some["floor"] == 0.2
     bad = httpx.post(f"{proxy.url}/v1/highlight", json={**body, "floor": 1.5})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "floor"
+    tokens = httpx.post(f"{proxy.url}/v1/highlight", json={**body, "token_scores": True},
+                        timeout=120).json()["sentences"]
+    first = tokens[0]["tokens"]  # MiniLM word pieces of "My order number is 5512."
+    assert [t["token"] for t in first][:3] == ["my", "order", "number"]
+    assert first[0]["probability"] != first[-1]["probability"] or len(first) == 1
+    assert abs(sum(t["probability"] for t in first) / len(first) - tokens[0]["probability"]) < 1e-5
+    assert "tokens" not in some["sentences"][0]  # only when asked
 
 
 def test_bench_prune_runs_on_a_prune_file(tmp_path):

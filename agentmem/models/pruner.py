@@ -36,6 +36,7 @@ class SentenceScores:
     probabilities: list[float]  # mean token keep probability per sentence
     kept_fraction_by_threshold: list[np.ndarray]  # per sentence: token probabilities (fp32)
     ranking_score: float  # raw logit of the rerank head (first block)
+    token_ids: list[list[int]] = field(default_factory=list)  # per sentence, for token-level UIs
 
     def keep(self, threshold: float, rule: SentenceRule) -> list[bool]:
         out = []
@@ -134,6 +135,7 @@ class Pruner:
         results = []
         for pair_index, (_, sentences) in enumerate(pairs):
             per_sentence: list[list[float]] = [[] for _ in sentences]
+            ids_of: list[list[int]] = [[] for _ in sentences]
             score = 0.0
             for block_position, (owner, block_index) in enumerate(origin):
                 if owner != pair_index:
@@ -141,14 +143,22 @@ class Pruner:
                 if block_index == 0:
                     score = ranking[block_position]
                 block = blocks[block_position]
-                for prob, sentence in zip(token_probs[block_position], block.owners):
+                for prob, sentence, token in zip(token_probs[block_position], block.owners,
+                                                 block.input_ids):
                     if sentence >= 0:
                         per_sentence[sentence].append(float(prob))
+                        ids_of[sentence].append(token)
             arrays = [np.asarray(p, dtype=np.float32) for p in per_sentence]
             results.append(SentenceScores(
                 probabilities=[float(a.mean()) if a.size else 0.0 for a in arrays],
-                kept_fraction_by_threshold=arrays, ranking_score=score))
+                kept_fraction_by_threshold=arrays, ranking_score=score, token_ids=ids_of))
         return results
+
+    def _token_rows(self, score: SentenceScores, index: int) -> list[dict[str, Any]]:
+        """One sentence's model tokens and keep probabilities (what a highlighting UI shades)."""
+        tokens = self.tokenizer.convert_ids_to_tokens(score.token_ids[index])
+        return [{"token": token, "probability": float(p)}
+                for token, p in zip(tokens, score.kept_fraction_by_threshold[index])]
 
     # -- the Provence process() API ----------------------------------------------------------
 
@@ -156,12 +166,13 @@ class Pruner:
                 batch_size: int = 32, threshold: float | None = None,
                 always_select_title: bool = False, reorder: bool = False, top_k: int = 5,
                 enable_warnings: bool = True, rule: SentenceRule | None = None,
-                floor: float | None = None) -> dict[str, Any]:
+                floor: float | None = None, token_scores: bool = False) -> dict[str, Any]:
         """Provence's ``process``. A context may be a string (split offline) or a list of
         sentences (used as given). Beyond the official keys the result carries, per context,
         ``sentences``: text, character span in ``pruned``'s source, probability and decision.
         ``floor`` (default: the checkpoint's) is the share of each context's tokens kept
         whatever the threshold (``agentmem.models.keep_rule``); 0 is Provence's own rule.
+        ``token_scores`` adds each sentence's model tokens with their keep probabilities.
         """
         keep_rule = self.keep_rule(threshold, rule, floor)
         single = isinstance(question, str)
@@ -205,6 +216,8 @@ class Pruner:
                     continue
                 rows.append({"text": text[start:end], "start": start, "end": end,
                              "probability": score.probabilities[index], "kept": kept})
+                if token_scores:
+                    rows[-1]["tokens"] = self._token_rows(score, index)
                 if kept:
                     kept_text.append(text[start:end])
             result = " ".join(kept_text)

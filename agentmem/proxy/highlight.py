@@ -4,7 +4,8 @@ Body: ``{"query": str, "text": str}`` or ``{"query": str, "sentences": [str, ...
 ``threshold`` and ``floor`` (share of the tokens kept whatever the threshold; both default to
 the checkpoint's calibrated keep rule, the one the prune stage and ``agentmem bench prune``
 apply). Returns every sentence with its character span (into ``text``, or into the
-sentences joined by single spaces), its keep probability and the decision.
+sentences joined by single spaces), its keep probability and the decision; with
+``"token_scores": true`` also its model tokens and their keep probabilities, for a UI.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class HighlightRequest(BaseModel):
     sentences: list[str] | None = None
     threshold: float | None = Field(None, ge=0, le=1)
     floor: float | None = Field(None, ge=0, le=1)
+    token_scores: bool = False
 
     @model_validator(mode="after")
     def _one_input(self):
@@ -57,7 +59,7 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
         query.floor if query.floor is not None else settings.floor)
     result = await run_inference(lambda: pruner.process(
         query.query, context, title=None, threshold=keep_rule.threshold, rule=keep_rule.rule,
-        floor=keep_rule.floor))
+        floor=keep_rule.floor, token_scores=query.token_scores))
     return {"object": "highlight", "reranking_score": result["reranking_score"],
             "threshold": keep_rule.threshold, "rule": keep_rule.rule, "floor": keep_rule.floor,
             "highlighted": result["pruned_context"],
