@@ -110,6 +110,25 @@ async def test_large_tool_output_in_the_recent_window_is_pruned_by_provence(hygi
     assert len(decision.spans) == len(decision.span_scores) > 40
 
 
+async def test_tool_output_floor_keeps_a_share_whatever_the_threshold(hygiene):
+    lines = [f"Record {i}: the shipment to depot {i} left on time with {i + 3} pallets." for i in range(40)]
+    output = " ".join(lines)
+    history = [HISTORY[0], {"role": "user", "content": "Which shipments left late? [[tool:log]]"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c2", "type": "function", "function": {"name": "log", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c2", "content": output},
+               {"role": "user", "content": "So which shipments left late?"}]
+    shares = {}
+    for floor in (0.0, 0.3):
+        policy = _policy(keep_recent_exchanges=2, large_tool_output_tokens=200, threshold=1.0,
+                         floor=floor)
+        result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
+        tool = next(m for m in result.messages if m["role"] == "tool")
+        shares[floor] = len(tool["content"]) / len(output)
+    assert shares[0.0] < 0.05  # threshold 1 keeps nothing: only the one best sentence survives
+    assert 0.3 <= shares[0.3] < 0.4  # the floor: 30% of the output, best sentences first
+
+
 def test_helpers():
     assert recent_start(HISTORY, 2) == 9 and recent_start(HISTORY, 1) == 11
     assert expand([False, True, False, False], 1) == [True, True, True, False]
@@ -130,6 +149,28 @@ def test_highlight_endpoint(proxy):
     assert data["highlighted"].startswith("My order number is 5512.")
     bad = httpx.post(f"{proxy.url}/v1/highlight", json={"query": "q", "text": "t", "sentences": ["s"]})
     assert bad.status_code == 400 and "exactly one" in bad.json()["error"]["message"]
+    assert data["floor"] == 0.0 or data["floor"] > 0  # the checkpoint's calibrated floor, reported
+
+
+def test_highlight_floor_keeps_the_best_sentences_whatever_the_threshold(proxy):
+    sentences = ["My order number is 5512.", "The weather in Madrid is sunny today.",
+                 "Pasta takes fifteen minutes.", "The kettle is blue."]
+    body = {"query": "What is my order number?", "sentences": sentences, "threshold": 1.0}
+    none = httpx.post(f"{proxy.url}/v1/highlight", json={**body, "floor": 0.0}, timeout=120).json()
+    assert none["highlighted"] == "" and none["floor"] == 0.0
+    some = httpx.post(f"{proxy.url}/v1/highlight", json={**body, "floor": 0.2}, timeout=120).json()
+    kept = [s for s in some["sentences"] if s["kept"]]
+    assert [s["text"] for s in kept] == ["My order number is 5512."]  # the best, enough for 20%
+    assert some["threshold"] == 1.0 and some["floor"] == 0.2
+    bad = httpx.post(f"{proxy.url}/v1/highlight", json={**body, "floor": 1.5})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "floor"
+    tokens = httpx.post(f"{proxy.url}/v1/highlight", json={**body, "token_scores": True},
+                        timeout=120).json()["sentences"]
+    first = tokens[0]["tokens"]  # MiniLM word pieces of "My order number is 5512."
+    assert [t["token"] for t in first][:3] == ["my", "order", "number"]
+    assert first[0]["probability"] != first[-1]["probability"] or len(first) == 1
+    assert abs(sum(t["probability"] for t in first) / len(first) - tokens[0]["probability"]) < 1e-5
+    assert "tokens" not in some["sentences"][0]  # only when asked
 
 
 def test_bench_prune_runs_on_a_prune_file(tmp_path):

@@ -19,6 +19,9 @@ def _kind_command(kind: str):
                 json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
                 checkpoint: str | None = typer.Option(None, help="Pruner checkpoint folder (prune)."),
                 dev: Path | None = typer.Option(None, help="Dev file for baseline thresholds (prune)."),
+                floor: float | None = typer.Option(None, min=0, max=1, help="Share of each passage's "
+                                                   "tokens always kept (prune; default: the "
+                                                   "checkpoint's calibrated floor)."),
                 limit: int | None = typer.Option(None, help="Evaluate at most N questions (history)."),
                 answers: Path | None = typer.Option(
                     None, exists=True, dir_okay=False, help="Raw SQuAD JSON of the prune file's "
@@ -28,7 +31,8 @@ def _kind_command(kind: str):
         except BenchDataError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
-        runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit, answers=answers)
+        runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit, answers=answers,
+                         floor=floor)
         emit(f"bench {kind}", runner(records, policy=policy), json_out)
 
     command.__doc__ = f"Run the {kind} benchmark on a file in its FORMATS.md format."
@@ -42,7 +46,8 @@ def _runner(kind: str, **options):
 
         return lambda records, policy: run_prune(records, checkpoint=options.get("checkpoint"),
                                                  dev_file=options.get("dev"),
-                                                 answers_file=options.get("answers"))
+                                                 answers_file=options.get("answers"),
+                                                 floor=options.get("floor"))
     if kind == "history":
         from agentmem.bench.history import run_history
 

@@ -1,8 +1,9 @@
 """`agentmem bench prune`: sentence-level keep/drop against labels (FORMATS.md, prune).
 
-Our checkpoint runs at the threshold and sentence rule stored in its config (chosen on
-squad_dev at training time); the embedding baseline (MiniLM cosine between question and
-sentence) gets its threshold chosen on the dev file the same way.
+Our checkpoint runs at the keep rule stored in its config (threshold, sentence rule and token
+floor, calibrated on dev files: ``agentmem train calibrate``), the same rule the prune stage
+and ``/v1/highlight`` apply; the embedding baseline (MiniLM cosine between question and
+sentence) gets its threshold chosen on the dev file.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from agentmem.models.keep_rule import KeepRule
 
 THRESHOLDS = [round(float(x), 2) for x in np.arange(0.05, 0.96, 0.05)]
 
@@ -61,11 +64,14 @@ def pruner_scores(pruner, records) -> list:
     return pruner.score_batch([(r.question, _inputs(r)) for r in records], batch_size=32)
 
 
-def pruner_keeps(records, scores, threshold: float, rule: str) -> list[list[bool]]:
+def pruner_keeps(records, scores, keep_rule: KeepRule) -> list[list[bool]]:
+    """Decisions per record; a title is scored as sentence 0 but is not a record's sentence,
+    so it is dropped from the decisions and the floor neither counts nor adds it."""
     keeps = []
     for record, score in zip(records, scores):
-        decision = score.keep(threshold, rule)
-        keeps.append(decision[1:] if record.title else decision)
+        first = 1 if record.title else 0
+        decision = keep_rule.decide(score, range(first, len(score.probabilities)))
+        keeps.append(decision[first:])
     return keeps
 
 
@@ -87,8 +93,14 @@ def embedding_similarities(embedder, records) -> list[np.ndarray]:
     return out
 
 
+def kept_share(keeps: Sequence[Sequence[bool]]) -> float:
+    """Share of all sentences kept (the issue's "keeps 8% of sentences")."""
+    total = sum(len(k) for k in keeps)
+    return sum(sum(k) for k in keeps) / total if total else 0.0
+
+
 def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
-              answers_file: Path | None = None) -> dict[str, Any]:
+              answers_file: Path | None = None, floor: float | None = None) -> dict[str, Any]:
     from agentmem.bench.formats import PruneRecord, read_jsonl
     from agentmem.models.embedder import default_embedder
     from agentmem.models.pruner import Pruner
@@ -96,13 +108,14 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
 
     pruner = Pruner.load(checkpoint or default_pruner_path())
     scores = pruner_scores(pruner, records)
-    result = prune_metrics(records, pruner_keeps(records, scores, pruner.threshold, pruner.rule),
-                           pruner.threshold)
-    result["rule"] = pruner.rule
+    keep_rule = pruner.keep_rule() if floor is None else pruner.keep_rule(floor=floor)
+    keeps = pruner_keeps(records, scores, keep_rule)
+    result = prune_metrics(records, keeps, keep_rule.threshold)
+    result["rule"], result["floor"] = keep_rule.rule, keep_rule.floor
+    result["kept_sentences"] = kept_share(keeps)
     if answers_file is not None:  # token-level compression on top (agentmem/bench/compression.py)
         from agentmem.bench.compression import compression_result, squad_answers
 
-        keeps = pruner_keeps(records, scores, pruner.threshold, pruner.rule)
         result["token_compression"] = compression_result(records, scores, keeps, pruner.tokenizer,
                                                          squad_answers(answers_file))
     dev = read_jsonl(dev_file, PruneRecord) if dev_file else records
@@ -112,5 +125,6 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
                           [x / 100 for x in range(0, 81, 2)])
     sims = dev_sims if dev is records else embedding_similarities(embedder, records)
     baseline = prune_metrics(records, [list(s > threshold) for s in sims], threshold)
+    baseline["kept_sentences"] = kept_share([list(s > threshold) for s in sims])
     result["baselines"] = {"embedding_cosine": baseline}
     return result

@@ -43,9 +43,18 @@ class ContextPooler(nn.Module):
 
 
 class ProvenceModel(nn.Module):
-    """Backbone + rerank head + token head; ``forward`` returns (rank logits [B], token logits [B,T,2])."""
+    """Backbone + rerank head + token head; ``forward`` returns (rank logits [B], token logits [B,T,2]).
 
-    def __init__(self, config, backbone_prefix: str | None = None, backbone: nn.Module | None = None):
+    Two rerank-head layouts exist. Provence (and agentmem's checkpoints): a top-level
+    ``pooler`` (dense + gelu on CLS) and ``classifier`` with one logit. XProvence (naver/bergen's
+    ``XLMRobertaForCompressionAndRanking``): the backbone's own pooler (``roberta.pooler.dense``,
+    tanh) and ``classifier`` with ``num_labels`` logits, the first being the score.
+    ``backbone_pooler`` and ``rank_outputs`` select the second; ``load_model`` reads them off
+    the checkpoint's weights, so both load by name without ``trust_remote_code``.
+    """
+
+    def __init__(self, config, backbone_prefix: str | None = None, backbone: nn.Module | None = None,
+                 *, backbone_pooler: bool = False, rank_outputs: int = 1):
         super().__init__()
         import transformers
 
@@ -54,14 +63,18 @@ class ProvenceModel(nn.Module):
         self.backbone_prefix = backbone_prefix or prefix
         if backbone is None:
             backbone_class = getattr(transformers, class_name)
-            kwargs = {} if class_name == "DebertaV2Model" else {"add_pooling_layer": False}
+            kwargs = {} if class_name == "DebertaV2Model" else {"add_pooling_layer": backbone_pooler}
             backbone = backbone_class(config, **kwargs)
         setattr(self, self.backbone_prefix, backbone)
         hidden = config.hidden_size
         pooled = getattr(config, "pooler_hidden_size", None) or hidden
-        self.pooler = ContextPooler(hidden, pooled, getattr(config, "pooler_dropout", 0.0) or 0.0)
+        self.pooler: ContextPooler | None = None
+        if not backbone_pooler:
+            self.pooler = ContextPooler(hidden, pooled, getattr(config, "pooler_dropout", 0.0) or 0.0)
+        else:
+            pooled = hidden
         self.dropout = nn.Dropout(getattr(config, "hidden_dropout_prob", 0.1))
-        self.classifier = nn.Linear(pooled, 1)
+        self.classifier = nn.Linear(pooled, rank_outputs)
         self.token_dropout = nn.Dropout(getattr(config, "hidden_dropout_prob", 0.1))
         self.token_classifier = nn.Linear(hidden, 2)
         self.config = config
@@ -71,10 +84,22 @@ class ProvenceModel(nn.Module):
         return getattr(self, self.backbone_prefix)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask)[0]
-        ranking = self.classifier(self.dropout(self.pooler(hidden)))[:, 0]
+        outputs = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
+        hidden = outputs[0]
+        pooled = outputs.pooler_output if self.pooler is None else self.pooler(hidden)
+        ranking = self.classifier(self.dropout(pooled))[:, 0]
         tokens = self.token_classifier(self.token_dropout(hidden))
         return ranking, tokens
+
+
+def head_layout(config, state: dict[str, torch.Tensor]) -> tuple[bool, int]:
+    """(backbone_pooler, rank_outputs): the rerank-head layout a checkpoint's weights
+    describe (see ``ProvenceModel``)."""
+    model_type = getattr(config, "agentmem_model_type", None) or config.model_type
+    prefix = BACKBONES[model_type][0]
+    backbone_pooler = f"{prefix}.pooler.dense.weight" in state and "pooler.dense.weight" not in state
+    classifier = state.get("classifier.weight")
+    return backbone_pooler, int(classifier.shape[0]) if classifier is not None else 1
 
 
 def load_config(folder: Path):
@@ -88,7 +113,7 @@ def load_config(folder: Path):
                          f"supported: {sorted(BACKBONES)}")
     config_class = getattr(transformers, BACKBONES[model_type][2])
     extra = {k: data[k] for k in ("agentmem_model_type", "agentmem_sentence_rule",
-                                  "agentmem_threshold") if k in data}
+                                  "agentmem_threshold", "agentmem_keep_floor") if k in data}
     clean = {k: v for k, v in data.items() if k not in {"auto_map", "architectures", "model_type"}}
     config = config_class(**clean)
     for key, value in extra.items():
@@ -129,8 +154,9 @@ def load_model(name_or_path: str | os.PathLike, *, allow_network: bool | None = 
 
     folder = resolve_folder(name_or_path, allow_network=allow_network)
     config = load_config(folder)
-    model = ProvenceModel(config)
     state = load_state(folder)
+    backbone_pooler, rank_outputs = head_layout(config, state)
+    model = ProvenceModel(config, backbone_pooler=backbone_pooler, rank_outputs=rank_outputs)
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.endswith("position_ids")]
     if missing:

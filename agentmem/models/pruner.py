@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentmem.models.keep_rule import KeepRule
 from agentmem.models.provence import SentenceRule, load_model
 from agentmem.text import split_sentences
 
@@ -35,6 +36,7 @@ class SentenceScores:
     probabilities: list[float]  # mean token keep probability per sentence
     kept_fraction_by_threshold: list[np.ndarray]  # per sentence: token probabilities (fp32)
     ranking_score: float  # raw logit of the rerank head (first block)
+    token_ids: list[list[int]] = field(default_factory=list)  # per sentence, for token-level UIs
 
     def keep(self, threshold: float, rule: SentenceRule) -> list[bool]:
         out = []
@@ -64,11 +66,18 @@ class Pruner:
         self.max_length = min(max_length or 10**9, getattr(config, "max_position_embeddings", 512))
         self.rule: SentenceRule = getattr(config, "agentmem_sentence_rule", "paper")
         self.threshold: float = float(getattr(config, "agentmem_threshold", 0.1))
+        self.floor: float = float(getattr(config, "agentmem_keep_floor", 0.0))
         self._lock = threading.Lock()
 
     @classmethod
     def load(cls, name_or_path, *, allow_network: bool | None = None, **kwargs) -> Pruner:
         return cls(*load_model(name_or_path, allow_network=allow_network), **kwargs)
+
+    def keep_rule(self, threshold: float | None = None, rule: SentenceRule | None = None,
+                  floor: float | None = None) -> KeepRule:
+        """The checkpoint's calibrated keep rule, with any of its settings overridden."""
+        return KeepRule(self.threshold if threshold is None else threshold, rule or self.rule,
+                        self.floor if floor is None else floor)
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -126,6 +135,7 @@ class Pruner:
         results = []
         for pair_index, (_, sentences) in enumerate(pairs):
             per_sentence: list[list[float]] = [[] for _ in sentences]
+            ids_of: list[list[int]] = [[] for _ in sentences]
             score = 0.0
             for block_position, (owner, block_index) in enumerate(origin):
                 if owner != pair_index:
@@ -133,27 +143,38 @@ class Pruner:
                 if block_index == 0:
                     score = ranking[block_position]
                 block = blocks[block_position]
-                for prob, sentence in zip(token_probs[block_position], block.owners):
+                for prob, sentence, token in zip(token_probs[block_position], block.owners,
+                                                 block.input_ids):
                     if sentence >= 0:
                         per_sentence[sentence].append(float(prob))
+                        ids_of[sentence].append(token)
             arrays = [np.asarray(p, dtype=np.float32) for p in per_sentence]
             results.append(SentenceScores(
                 probabilities=[float(a.mean()) if a.size else 0.0 for a in arrays],
-                kept_fraction_by_threshold=arrays, ranking_score=score))
+                kept_fraction_by_threshold=arrays, ranking_score=score, token_ids=ids_of))
         return results
+
+    def _token_rows(self, score: SentenceScores, index: int) -> list[dict[str, Any]]:
+        """One sentence's model tokens and keep probabilities (what a highlighting UI shades)."""
+        tokens = self.tokenizer.convert_ids_to_tokens(score.token_ids[index])
+        return [{"token": token, "probability": float(p)}
+                for token, p in zip(tokens, score.kept_fraction_by_threshold[index])]
 
     # -- the Provence process() API ----------------------------------------------------------
 
     def process(self, question: str | list[str], context: Any, title: Any = "first_sentence",
                 batch_size: int = 32, threshold: float | None = None,
                 always_select_title: bool = False, reorder: bool = False, top_k: int = 5,
-                enable_warnings: bool = True, rule: SentenceRule | None = None) -> dict[str, Any]:
+                enable_warnings: bool = True, rule: SentenceRule | None = None,
+                floor: float | None = None, token_scores: bool = False) -> dict[str, Any]:
         """Provence's ``process``. A context may be a string (split offline) or a list of
         sentences (used as given). Beyond the official keys the result carries, per context,
         ``sentences``: text, character span in ``pruned``'s source, probability and decision.
+        ``floor`` (default: the checkpoint's) is the share of each context's tokens kept
+        whatever the threshold (``agentmem.models.keep_rule``); 0 is Provence's own rule.
+        ``token_scores`` adds each sentence's model tokens with their keep probabilities.
         """
-        threshold = self.threshold if threshold is None else threshold
-        rule = rule or self.rule
+        keep_rule = self.keep_rule(threshold, rule, floor)
         single = isinstance(question, str)
         if isinstance(question, str):  # a string, or a list of sentences (pre-split), for one question
             questions, contexts = [question], [[context]]
@@ -181,7 +202,7 @@ class Pruner:
         rates = [[0.0] * len(c) for c in contexts]
         details: list[list[list[dict[str, Any]] | None]] = [[None] * len(c) for c in contexts]
         for (qi, ci, text, spans, offset, title_is_first), score in zip(layout, scores):
-            keep = score.keep(threshold, rule)
+            keep = keep_rule.decide(score, range(offset, len(spans)))
             title_index = 0 if (offset or title_is_first) else None
             if always_select_title and title_index is not None and any(keep):
                 keep[title_index] = True
@@ -195,6 +216,8 @@ class Pruner:
                     continue
                 rows.append({"text": text[start:end], "start": start, "end": end,
                              "probability": score.probabilities[index], "kept": kept})
+                if token_scores:
+                    rows[-1]["tokens"] = self._token_rows(score, index)
                 if kept:
                     kept_text.append(text[start:end])
             result = " ".join(kept_text)

@@ -1,8 +1,11 @@
 """``POST /v1/highlight``: semantic highlighting with the pruner's sentence scores.
 
 Body: ``{"query": str, "text": str}`` or ``{"query": str, "sentences": [str, ...]}``, optional
-``threshold``. Returns every sentence with its character span (into ``text``, or into the
-sentences joined by single spaces), its keep probability and the decision.
+``threshold`` and ``floor`` (share of the tokens kept whatever the threshold; both default to
+the checkpoint's calibrated keep rule, the one the prune stage and ``agentmem bench prune``
+apply). Returns every sentence with its character span (into ``text``, or into the
+sentences joined by single spaces), its keep probability and the decision; with
+``"token_scores": true`` also its model tokens and their keep probabilities, for a UI.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ class HighlightRequest(BaseModel):
     text: str | None = None
     sentences: list[str] | None = None
     threshold: float | None = Field(None, ge=0, le=1)
+    floor: float | None = Field(None, ge=0, le=1)
+    token_scores: bool = False
 
     @model_validator(mode="after")
     def _one_input(self):
@@ -48,9 +53,14 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
     policy = request.app.state.hygiene.policy
     pruner = await run_inference(cached_pruner, policy.prune.checkpoint or default_pruner_path())
     context = query.text if query.text is not None else query.sentences
-    result = await run_inference(lambda: pruner.process(query.query, context, title=None,
-                                                        threshold=query.threshold))
+    settings = policy.prune  # the stage's rule, so a highlight shows what the stage would keep
+    keep_rule = pruner.keep_rule(
+        query.threshold if query.threshold is not None else settings.threshold, settings.rule,
+        query.floor if query.floor is not None else settings.floor)
+    result = await run_inference(lambda: pruner.process(
+        query.query, context, title=None, threshold=keep_rule.threshold, rule=keep_rule.rule,
+        floor=keep_rule.floor, token_scores=query.token_scores))
     return {"object": "highlight", "reranking_score": result["reranking_score"],
-            "threshold": query.threshold if query.threshold is not None else pruner.threshold,
-            "rule": pruner.rule, "highlighted": result["pruned_context"],
+            "threshold": keep_rule.threshold, "rule": keep_rule.rule, "floor": keep_rule.floor,
+            "highlighted": result["pruned_context"],
             "compression_rate": result["compression_rate"], "sentences": result["sentences"]}

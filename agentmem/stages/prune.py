@@ -39,9 +39,15 @@ class PruneSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    checkpoint: str | None = Field(None, description="Pruner folder; null: the shipped one.")
+    checkpoint: str | None = Field(
+        None, description="Pruner folder, or a hub name such as naver/provence-reranker-debertav3-v1 "
+        "or naver/xprovence-reranker-bgem3-v1 (downloaded only with AGENTMEM_ALLOW_NETWORK=1); "
+        "null: the shipped one.")
     threshold: float | None = Field(None, ge=0, le=1, description="null: the checkpoint's.")
     rule: Literal["paper", "hf_code", "mean_prob"] | None = None
+    floor: float | None = Field(
+        None, ge=0, le=1, description="Share of a pruned tool output's tokens kept whatever the "
+        "threshold, best sentences first (agentmem/models/keep_rule.py); null: the checkpoint's.")
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
@@ -252,8 +258,7 @@ class PruneStage(Stage):
         for candidate in outputs:
             candidate.spans = [(s.start, s.end) for s in split_sentences(candidate.text)]
         pruner = await run_inference(cached_pruner, settings.checkpoint or default_pruner_path())
-        threshold = settings.threshold if settings.threshold is not None else pruner.threshold
-        rule = settings.rule or pruner.rule
+        keep_rule = pruner.keep_rule(settings.threshold, settings.rule, settings.floor)
         room, unscored = settings.pruner_sentences, 0
         for candidate in outputs:
             head = Candidate(candidate.index, candidate.text, candidate.spans[:room], False,
@@ -262,7 +267,7 @@ class PruneStage(Stage):
             probabilities, keep = [], []
             if head.spans:
                 scores = (await run_inference(_score_transcript, pruner, query, [head]))[head.index]
-                probabilities, keep = list(scores.probabilities), scores.keep(threshold, rule)
+                probabilities, keep = list(scores.probabilities), keep_rule.decide(scores)
             tail = candidate.spans[len(head.spans):]
             if tail:  # past the call's pruner budget: the query's terms decide
                 unscored += len(tail)

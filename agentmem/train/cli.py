@@ -12,6 +12,10 @@ import typer
 train_app = typer.Typer(help="Train the models agentmem ships.", no_args_is_help=True)
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+# the resumable-run options both trainers take (agentmem.train.loop: save_state, resume_state)
+WORK_OPTION = typer.Option(None, help="Folder for resumable training state (state.pt, written "
+                           "every --save-every steps).")
+RESUME_OPTION = typer.Option(False, help="Continue from --work/state.pt (same settings).")
 
 
 @train_app.command()
@@ -24,19 +28,59 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
            seed: int = typer.Option(13), rank_weight: float = typer.Option(0.2),
            limit: Optional[int] = typer.Option(None, help="Use only the first N examples (smoke runs)."),
            base: Optional[str] = typer.Option(None, help="Backbone folder (default: MiniLM from PyPI)."),
-           dev: Optional[Path] = typer.Option(None, help="Prune-format file for choosing thresholds "
-                                              "(default: prune/squad_dev.jsonl).")):
-    """Train the Provence-style pruner on MiniLM (SQuAD train + WikiText-2, licenses allow shipping)."""
+           dev: list[Path] = typer.Option([], exists=True, dir_okay=False,
+                                          help="Prune-format dev file per domain for calibrating "
+                                          "the keep rule (repeat; default: prune/squad_dev.jsonl)."),
+           extra: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                                help="Folder of extra training sources "
+                                                "(agentmem/train/DATA.md: squad_train_v2.json, "
+                                                "hotpotqa_train_evidence.jsonl)."),
+           squad_limit: Optional[int] = typer.Option(None, help="At most N questions of the "
+                                                     "extra SQuAD train articles."),
+           shared_limit: Optional[int] = typer.Option(None, help="With --extra: a random N of the "
+                                                      "shared-data examples (default all)."),
+           init: Optional[str] = typer.Option(None, help="Continue from this pruner checkpoint "
+                                              "folder instead of a new head on --base."),
+           work: Optional[Path] = WORK_OPTION,
+           save_every: int = typer.Option(100, help="Steps between saves of the training state."),
+           resume: bool = RESUME_OPTION,
+           threads: Optional[int] = typer.Option(None, help="CPU threads (default: all cores).")):
+    """Train the Provence-style pruner on MiniLM (SQuAD train + WikiText-2, and with --extra the
+    broader mixture; licenses allow shipping); resumable with --work/--resume."""
     from agentmem.train.model_card import write_model_card
     from agentmem.train.pruner import train_pruner
 
+    command = "agentmem train pruner " + " ".join(shlex.quote(a) for a in sys.argv[3:])
     card = train_pruner(out, data_dir=data, base=base, epochs=epochs, batch_size=batch_size, lr=lr,
                         max_length=max_length, seed=seed, rank_weight=rank_weight, limit=limit,
-                        dev_file=dev)
-    command = "agentmem train pruner " + " ".join(shlex.quote(a) for a in sys.argv[3:])
+                        dev_files=dev, extra=extra, squad_limit=squad_limit,
+                        shared_limit=shared_limit, init=init, work=work,
+                        save_every=save_every, resume=resume, threads=threads,
+                        log=lambda line: typer.echo(line))
     write_model_card(out, card, command.strip())
     typer.echo(f"wrote {out} (dev F1 {card['dev']['f1']:.3f} at {card['dev']['rule']} "
-               f"T={card['dev']['threshold']})")
+               f"T={card['dev']['threshold']} floor={card['dev']['floor']})")
+
+
+@train_app.command()
+def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-minilm"),
+                                              exists=True, file_okay=False,
+                                              help="Pruner checkpoint folder."),
+              dev: list[Path] = typer.Option(..., exists=True, dir_okay=False,
+                                             help="A prune-format dev file per domain (repeat)."),
+              write: bool = typer.Option(True, help="Store the chosen rule in config.json.")):
+    """Choose the pruner's keep rule (sentence rule, threshold, token floor) for the best mean F1
+    over the dev files, one per domain; the stage, the bench and /v1/highlight then use it."""
+    import json
+
+    from agentmem.models.pruner import Pruner
+    from agentmem.train.calibrate import calibrate as run_calibration
+    from agentmem.train.calibrate import store
+
+    result = run_calibration(Pruner.load(checkpoint), dev, log=lambda line: typer.echo(line))
+    if write:
+        store(checkpoint, result)
+    typer.echo(json.dumps(result, indent=2))
 
 
 @train_app.command()
@@ -54,10 +98,9 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                                       "nli_synth: half contradictions, half hard negatives)."),
         init: Optional[str] = typer.Option(None, help="Warm-start from this NLI checkpoint folder "
                                            "(e.g. the shipped one) instead of a new head on --base."),
-        work: Optional[Path] = typer.Option(None, help="Folder for resumable training state "
-                                            "(state.pt, written every --save-every steps)."),
+        work: Optional[Path] = WORK_OPTION,
         save_every: int = typer.Option(200, help="Steps between saves of the training state."),
-        resume: bool = typer.Option(False, help="Continue from --work/state.pt (same settings)."),
+        resume: bool = RESUME_OPTION,
         notes: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
                                              help="Markdown file added to the card's Notes."),
         threads: Optional[int] = typer.Option(None, help="CPU threads (default: 2, or fewer cores)."),

@@ -1,10 +1,14 @@
 """The optimisation both trainers share: AdamW, linear warmup then linear decay, gradient
-clipping at 1.0, and a progress line with the running loss every few steps."""
+clipping at 1.0, and a progress line with the running loss every few steps; and the saved
+training state that lets a long CPU run stop and resume where it was."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
@@ -46,3 +50,35 @@ class Optimisation:
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.step_count, self.running = state["step_count"], state["running"]
+
+
+def signature(**settings: Any) -> str:
+    """The settings a resumed run must share with the saved one, as a comparable string."""
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
+def save_state(work: Path, model: torch.nn.Module, optimisation: Optimisation, step: int,
+               run_signature: str, train_time: float) -> None:
+    """Atomically replace ``work/state.pt`` (a crash while writing keeps the previous one)."""
+    work.mkdir(parents=True, exist_ok=True)
+    tmp = work / "state.pt.tmp"
+    torch.save({"step": step, "signature": run_signature, "train_time_s": train_time,
+                "model": model.state_dict(), "optimisation": optimisation.state_dict(),
+                "torch_rng": torch.get_rng_state()}, tmp)
+    os.replace(tmp, work / "state.pt")
+
+
+def resume_state(work: Path | None, model: torch.nn.Module, optimisation: Optimisation,
+                 run_signature: str, device: str) -> tuple[int, float]:
+    """Load ``work/state.pt`` into the model and optimiser: (step reached, seconds trained)."""
+    state_file = work / "state.pt" if work is not None else None
+    if state_file is None or not state_file.exists():
+        raise FileNotFoundError(f"--resume: no saved state at {state_file}")
+    state = torch.load(state_file, map_location=device, weights_only=False)
+    if state["signature"] != run_signature:
+        raise ValueError(f"--resume: settings differ from the saved run\n saved: {state['signature']}"
+                         f"\n now:   {run_signature}")
+    model.load_state_dict(state["model"])
+    optimisation.load_state_dict(state["optimisation"])
+    torch.set_rng_state(state["torch_rng"])
+    return state["step"], state["train_time_s"]

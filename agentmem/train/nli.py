@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from agentmem.models.nli import LABELS, NLIModel
-from agentmem.train.loop import Optimisation
+from agentmem.train.loop import Optimisation, resume_state, save_state, signature
 from agentmem.train.nli_data import (CONTRADICTION, Example, build_training_set, describe,
                                      held_out_sets)
 
@@ -105,21 +105,6 @@ def evaluate_binary(model: NLIModel, examples: list[Example]) -> dict[str, float
             "contradiction_recall": round(recall, 4), "contradiction_f1": round(f1, 4)}
 
 
-def _signature(**settings: Any) -> str:
-    return json.dumps(settings, sort_keys=True, default=str)
-
-
-def _save_state(work: Path, model, optimisation: Optimisation, step: int, signature: str,
-                train_time: float) -> None:
-    """Atomically replace ``work/state.pt`` (a crash while writing keeps the previous one)."""
-    work.mkdir(parents=True, exist_ok=True)
-    tmp = work / "state.pt.tmp"
-    torch.save({"step": step, "signature": signature, "train_time_s": train_time,
-                "model": model.state_dict(), "optimisation": optimisation.state_dict(),
-                "torch_rng": torch.get_rng_state()}, tmp)
-    os.replace(tmp, work / "state.pt")
-
-
 def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int = 2,
               batch_size: int = 32, lr: float = 5e-5, max_length: int = 128, seed: int = 13,
               swap_fraction: float = 0.5, dnli_max: int | None = None,
@@ -173,23 +158,14 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
                                 started=started)
     digest = hashlib.sha256("\n".join(f"{e.premise}\t{e.hypothesis}\t{sorted(e.allowed)}"
                                       for e in examples).encode()).hexdigest()[:16]
-    signature = _signature(examples=len(encoded), data_sha256=digest, epochs=epochs, batch_size=batch_size, lr=lr,
+    run_signature = signature(examples=len(encoded), data_sha256=digest, epochs=epochs, batch_size=batch_size, lr=lr,
                            max_length=max_length, seed=seed, swap_fraction=swap_fraction,
                            dnli_max=dnli_max, limit=limit, synthetic=synthetic, init=init,
                            base=base if init is None else None)
     first_step, earlier_time = 0, 0.0
     state_file = work / "state.pt" if work is not None else None
     if resume:
-        if state_file is None or not state_file.exists():
-            raise FileNotFoundError(f"--resume: no saved state at {state_file}")
-        state = torch.load(state_file, map_location=device, weights_only=False)
-        if state["signature"] != signature:
-            raise ValueError(f"--resume: settings differ from the saved run\n saved: {state['signature']}"
-                             f"\n now:   {signature}")
-        model.load_state_dict(state["model"])
-        optimisation.load_state_dict(state["optimisation"])
-        torch.set_rng_state(state["torch_rng"])
-        first_step, earlier_time = state["step"], state["train_time_s"]
+        first_step, earlier_time = resume_state(work, model, optimisation, run_signature, device)
         log(f"resumed at step {first_step}/{steps} ({earlier_time:.0f}s trained before)")
     train_started = time.time()
     for step in range(first_step, steps):
@@ -200,8 +176,8 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
         optimisation.step(allowed_set_loss(logits, allowed.to(device)), epoch)
         done = step + 1
         if state_file is not None and (done % save_every == 0 or done == steps):
-            _save_state(work, model, optimisation, done, signature,
-                        earlier_time + time.time() - train_started)
+            save_state(work, model, optimisation, done, run_signature,
+                       earlier_time + time.time() - train_started)
             log(f"saved state at step {done}/{steps} to {state_file}")
     train_time = earlier_time + time.time() - train_started
 

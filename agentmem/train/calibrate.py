@@ -1,0 +1,76 @@
+"""Calibrate a pruner's keep rule (sentence rule, threshold, token floor) on dev files.
+
+One rule has to serve every kind of text the stage meets, so it is chosen on one dev file per
+domain (a single SQuAD paragraph, ten paragraphs of a multi-hop question, ...) to maximise
+the mean F1 over the domains: a threshold tuned on SQuAD alone cuts the other domains to a
+sliver, and the floor (``agentmem.models.keep_rule``) is what lets one rule fit both. Each
+domain's own best is reported next to the joint choice. The result is stored in the
+checkpoint's config.json, which the stage, the bench and ``/v1/highlight`` read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentmem.models.keep_rule import KeepRule
+from agentmem.models.provence import SentenceRule
+
+FLOORS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4]
+RULES: tuple[SentenceRule, ...] = ("paper", "mean_prob")
+
+
+def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FLOORS,
+              log=print) -> dict[str, Any]:
+    """The keep rule with the best mean F1 over the dev files, and per-file metrics."""
+    from agentmem.bench.formats import PruneRecord, read_jsonl
+    from agentmem.bench.prune import THRESHOLDS, kept_share, prune_metrics, pruner_keeps, pruner_scores
+
+    domains = {}
+    for path in dev_files:
+        records = read_jsonl(Path(path), PruneRecord)
+        log(f"calibrate: scoring {len(records)} records of {Path(path).name}")
+        domains[Path(path).name] = (records, pruner_scores(pruner, records))
+
+    def evaluate(keep_rule: KeepRule) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name, (records, scores) in domains.items():
+            keeps = pruner_keeps(records, scores, keep_rule)
+            out[name] = {**prune_metrics(records, keeps, keep_rule.threshold),
+                         "kept_sentences": kept_share(keeps)}
+        return out
+
+    grid = [KeepRule(t, r, f) for r in RULES for t in THRESHOLDS for f in floors]
+    results = [(keep_rule, evaluate(keep_rule)) for keep_rule in grid]
+
+    def mean_f1(item: tuple[KeepRule, dict[str, dict[str, Any]]]) -> float:
+        return sum(m["f1"] for m in item[1].values()) / len(item[1])
+
+    def f1_of(name: str):
+        return lambda item: item[1][name]["f1"]
+
+    chosen, metrics = max(results, key=mean_f1)
+    best_alone = {name: max(results, key=f1_of(name)) for name in domains}
+    return {
+        "rule": chosen.rule, "threshold": chosen.threshold, "floor": chosen.floor,
+        "mean_f1": mean_f1((chosen, metrics)), "domains": metrics,
+        "best_per_domain": {name: {"rule": k.rule, "threshold": k.threshold, "floor": k.floor,
+                                   "f1": m[name]["f1"]} for name, (k, m) in best_alone.items()},
+        "dev_files": [str(p) for p in dev_files],
+    }
+
+
+def store(checkpoint: Path, calibration: dict[str, Any]) -> None:
+    """Write the chosen rule into config.json (and the whole calibration into training.json)."""
+    config_file = checkpoint / "config.json"
+    config = json.loads(config_file.read_text())
+    config.update(agentmem_sentence_rule=calibration["rule"],
+                  agentmem_threshold=calibration["threshold"],
+                  agentmem_keep_floor=calibration["floor"])
+    config_file.write_text(json.dumps(config, indent=2) + "\n")
+    training_file = checkpoint / "training.json"
+    training = json.loads(training_file.read_text()) if training_file.exists() else {}
+    training["calibration"] = calibration
+    training_file.write_text(json.dumps(training, indent=2) + "\n")

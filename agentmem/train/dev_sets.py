@@ -1,0 +1,112 @@
+"""Dev files for calibrating the keep rule per domain, in the prune bench format.
+
+The held-out sets the issue measures on are not ours to tune on, so each domain gets its own
+dev file built from other data:
+
+- ``multiparagraph``: SQuAD dev questions (the shared ``prune/squad_dev.jsonl``) with their
+  paragraph hidden among nine other paragraphs of the same article, shuffled: ten paragraphs of
+  one topic, the long, same-subject context where a threshold tuned on one paragraph cuts too
+  much.
+- ``multihop``: multi-hop questions with their supporting-fact sentences (a JSONL of
+  ``{"question", "evidence": [sentence, ...]}``, e.g. HotpotQA train questions; see
+  agentmem/train/DATA.md) among other questions' evidence groups, the ones BM25 finds closest
+  to the question first (hard distractors, as HotpotQA's distractor setting retrieves them).
+  The second hop rarely shares words with the question: the case where embeddings fall short.
+
+``python -m agentmem.train.dev_sets multihop SRC OUT`` / ``... multiparagraph SQUAD_DEV OUT``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+from agentmem.lexical import BM25Index, terms
+
+
+def _write(out: Path, rows: list[dict]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+                   encoding="utf-8")
+
+
+def is_dev(number: int) -> bool:
+    """The held-out slice of a multi-hop source: two rows in five are dev, never trained on."""
+    return number % 5 < 2
+
+
+def multihop_records(rows: list[dict], rng: random.Random, *, distractors: tuple[int, int],
+                     prefix: str = "multihop") -> list[dict]:
+    """Evidence sentences (labelled 1, in two halves placed apart: the two hops' paragraphs)
+    among a random number (within ``distractors``) of other rows' evidence groups, closest to
+    the question by BM25 first. Distractors come from ``rows`` only, so a split stays closed."""
+    rows = [r for r in rows if r.get("evidence")]
+    index = BM25Index()
+    for row in rows:
+        index.add(terms(" ".join(row["evidence"])))
+    records = []
+    for number, row in enumerate(rows):
+        scores = index.scores(terms(row["question"]))
+        scores[number] = -1.0
+        count = rng.randint(*distractors)
+        nearest = [int(i) for i in scores.argsort()[::-1][:count]]
+        evidence = list(row["evidence"])
+        half = max(1, len(evidence) // 2)
+        hops = [evidence[:half], evidence[half:]] if len(evidence) > 1 else [evidence]
+        groups = [(h, 1) for h in hops if h] + [(list(rows[i]["evidence"]), 0) for i in nearest]
+        rng.shuffle(groups)
+        records.append({"id": f"{prefix}-{row.get('number', number)}", "question": row["question"],
+                        "title": None, "sentences": [s for group, _ in groups for s in group],
+                        "labels": [label for group, label in groups for _ in group],
+                        "type": row.get("type")})
+    return records
+
+
+def read_multihop_rows(source: Path, *, dev: bool) -> list[dict]:
+    """The dev (or the training) slice of a multi-hop JSONL, each row with its line number."""
+    lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [{**json.loads(line), "number": number} for number, line in enumerate(lines)
+            if is_dev(number) == dev]
+
+
+def multihop(source: Path, out: Path, *, seed: int = 13, distractor_groups: int = 8) -> int:
+    """The multi-hop dev file: the dev slice, ``distractor_groups`` distractor groups each."""
+    rows = read_multihop_rows(source, dev=True)
+    records = multihop_records(rows, random.Random(seed),
+                               distractors=(distractor_groups, distractor_groups))
+    _write(out, records)
+    return len(records)
+
+
+def multiparagraph(squad_dev: Path, out: Path, *, seed: int = 13, paragraphs: int = 10,
+                   limit: int | None = 300) -> int:
+    """Answerable SQuAD dev questions, their paragraph among ``paragraphs - 1`` others of the
+    same article (a sample of ``limit`` questions, to keep CPU evaluation short)."""
+    rows = [json.loads(line) for line in squad_dev.read_text(encoding="utf-8").splitlines() if line.strip()]
+    by_title: dict[str, list[tuple[str, ...]]] = {}
+    for row in rows:
+        group = by_title.setdefault(row.get("title") or "", [])
+        if tuple(row["sentences"]) not in group:
+            group.append(tuple(row["sentences"]))
+    rng = random.Random(seed)
+    answerable = [r for r in rows if any(r["labels"])]
+    rng.shuffle(answerable)
+    records = []
+    for row in answerable[:limit]:
+        others = [list(p) for p in by_title[row.get("title") or ""] if list(p) != row["sentences"]]
+        chosen = rng.sample(others, min(paragraphs - 1, len(others)))
+        groups = [(row["sentences"], row["labels"])] + [(p, [0] * len(p)) for p in chosen]
+        rng.shuffle(groups)
+        records.append({"id": row["id"] + "-x10", "question": row["question"], "title": None,
+                        "sentences": [s for p, _ in groups for s in p],
+                        "labels": [label for _, ls in groups for label in ls]})
+    _write(out, records)
+    return len(records)
+
+
+if __name__ == "__main__":
+    kind, source, target = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    count = (multihop if kind == "multihop" else multiparagraph)(source, target)
+    print(f"wrote {count} records to {target}")

@@ -1,0 +1,115 @@
+"""The broader training mixture of issue 15: the shared SQuAD set plus data fetched from public
+snapshots (sources, commits and licences in agentmem/train/DATA.md), all kept outside the repo
+under one folder (``--extra``):
+
+- ``squad_train_v2.json``: more SQuAD 2.0 train articles (official train split, CC BY-SA 4.0),
+  converted to the prune format here (sentences by agentmem's splitter, a sentence is kept when
+  it overlaps an annotated answer; unanswerable questions keep nothing).
+- ``hotpotqa_train_evidence.jsonl``: HotpotQA train questions with their supporting-fact
+  sentences (CC BY-SA 4.0); the training slice only (``dev_sets.is_dev`` holds the rest out),
+  passages built with BM25-near distractors so the second hop must be found by reading.
+- Synthetic chat sessions: passages rendered as a dated multi-speaker conversation, with filler
+  turns and turns of other passages in between, so the model learns to find evidence in
+  speaker-prefixed history where a turn may carry no words of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from agentmem.text import split_sentences
+from agentmem.train.dev_sets import multihop_records, read_multihop_rows
+from agentmem.train.pruner_data import NAMES, Example, squad_examples_from
+
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
+          "September", "October", "November", "December"]
+FILLERS = ["Oh nice!", "Really? Tell me more.", "Haha, that sounds fun.", "I see.",
+           "That's great to hear!", "Wow, me too!", "Hmm, interesting.", "Thanks for sharing.",
+           "How did that go?", "Good luck with that!"]
+
+
+def squad_json_records(articles: list[dict]) -> list[dict]:
+    """SQuAD JSON articles -> prune records (title, sentences, labels per question)."""
+    records = []
+    for article in articles:
+        title = article["title"].replace("_", " ")
+        for paragraph in article["paragraphs"]:
+            context = paragraph["context"]
+            spans = split_sentences(context)
+            for qa in paragraph["qas"]:
+                answers = [] if qa.get("is_impossible") else qa.get("answers", [])
+                marked = [(a["answer_start"], a["answer_start"] + len(a["text"])) for a in answers]
+                labels = [int(any(start < e and s < end for start, end in marked))
+                          for s, e in spans]
+                records.append({"id": f"squad-{qa['id']}", "question": qa["question"],
+                                "title": title, "labels": labels,
+                                "sentences": [context[s:e] for s, e in spans]})
+    return records
+
+
+def multihop_examples(source: Path, rng: random.Random) -> list[Example]:
+    """The training slice as passages of 1-3 distractor groups (about one 224-token window)."""
+    rows = read_multihop_rows(source, dev=False)
+    return [Example(r["question"], r["sentences"], r["labels"])
+            for r in multihop_records(rows, rng, distractors=(1, 3), prefix="multihop-train")]
+
+
+def _date(rng: random.Random) -> str:
+    hour, minute = rng.randint(1, 12), rng.choice(["00", "15", "30", "45"])
+    return (f"{rng.randint(1, 28)} {rng.choice(MONTHS)} {rng.randint(2019, 2024)}, "
+            f"{hour}:{minute} {rng.choice(['am', 'pm'])}")
+
+
+def chat_session(example: Example, others: list[Example], rng: random.Random) -> Example:
+    """The passage as a dated two-speaker session: each sentence a turn, with filler turns and
+    turns taken from other passages (all labelled 0) in between."""
+    speakers = rng.sample(NAMES[:8], 2)
+    sentences, labels = [f"[Session {rng.randint(1, 30)}, {_date(rng)}]"], [0]
+    body = [(s, label) for s, label in zip(example.sentences, example.labels) if s]
+    other = rng.choice(others)
+    noise = [(s, 0) for s in other.sentences[1:] if s and not any(other.labels)]
+    turns: list[tuple[str, int]] = []
+    for item in body:
+        turns.append(item)
+        roll = rng.random()
+        if roll < 0.3:
+            turns.append((rng.choice(FILLERS), 0))
+        elif roll < 0.5 and noise:
+            turns.append(noise.pop(0))
+    for number, (text, label) in enumerate(turns):
+        sentences.append(f"{speakers[number % 2]}: {text}")
+        labels.append(label)
+    return Example(example.query, sentences, labels)
+
+
+def build_mixture(base: list[Example], extra: Path, *, seed: int, squad_limit: int | None = None,
+                  shared_limit: int | None = None, chat_share: float = 0.2,
+                  multihop_draws: int = 4) -> tuple[list[Example], dict[str, int]]:
+    """``base`` (the shared-data examples, a random ``shared_limit`` of them) plus every extra
+    source present under ``extra``; returns the shuffled examples and a count per source."""
+    rng = random.Random(seed + 1)
+    out = rng.sample(base, min(shared_limit, len(base))) if shared_limit is not None else list(base)
+    counts = {"shared": len(out)}
+    squad_file = extra / "squad_train_v2.json"
+    if squad_file.exists():
+        articles = json.loads(squad_file.read_text(encoding="utf-8"))["data"]
+        records = squad_json_records(articles)
+        rng.shuffle(records)
+        added = squad_examples_from(records[:squad_limit], articles, rng)
+        counts["squad_train_v2"] = len(added)
+        out += added
+    multihop_file = extra / "hotpotqa_train_evidence.jsonl"
+    if multihop_file.exists():
+        added = [e for _ in range(multihop_draws)  # each draw: other distractors, other order
+                 for e in multihop_examples(multihop_file, rng)]
+        counts["hotpotqa_train"] = len(added)
+        out += added
+    relevant = [e for e in out if any(e.labels)]
+    negatives = [e for e in out if not any(e.labels)] or out
+    chats = [chat_session(e, negatives, rng) for e in rng.sample(relevant, int(chat_share * len(relevant)))]
+    counts["synthetic_chat"] = len(chats)
+    out += chats
+    rng.shuffle(out)
+    return out, counts

@@ -1,0 +1,51 @@
+"""The budget-aware keep rule: threshold first, then a floor of the passage's tokens, best first;
+the bench applies it as the stage does (a title is neither counted nor kept by the floor)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agentmem.bench.formats import PruneRecord
+from agentmem.bench.prune import kept_share, pruner_keeps
+from agentmem.models.keep_rule import KeepRule, apply_floor
+from agentmem.models.pruner import SentenceScores
+
+
+def _scores(token_probs: list[list[float]]) -> SentenceScores:
+    arrays = [np.asarray(p, dtype=np.float32) for p in token_probs]
+    return SentenceScores([float(a.mean()) if a.size else 0.0 for a in arrays], arrays, 0.0)
+
+
+def test_floor_adds_the_best_sentences_until_the_share_of_tokens_is_reached():
+    ranking = [0.05, 0.30, 0.02, 0.20]
+    sizes = [10, 10, 10, 10]
+    assert apply_floor([False] * 4, ranking, sizes, 0.0) == [False] * 4  # no floor: as given
+    assert apply_floor([False] * 4, ranking, sizes, 0.25) == [False, True, False, False]
+    assert apply_floor([False] * 4, ranking, sizes, 0.26) == [False, True, False, True]
+    # what the threshold kept counts toward the floor
+    assert apply_floor([False, False, False, True], ranking, sizes, 0.5) == [False, True, False, True]
+    # a long sentence crossing the line is kept whole; ties of size are by rank
+    assert apply_floor([False] * 3, [0.9, 0.1, 0.5], [30, 5, 5], 0.1) == [True, False, False]
+    # only eligible sentences are counted and added
+    assert apply_floor([False] * 4, ranking, sizes, 0.5, eligible=[0, 2, 3]) == [True, False, False, True]
+
+
+def test_keep_rule_never_goes_below_the_floor_and_never_drops_what_the_threshold_keeps():
+    scores = _scores([[0.9, 0.8], [0.01, 0.02, 0.03], [0.2, 0.1], [0.04] * 5])
+    assert KeepRule(0.5, "mean_prob").decide(scores) == [True, False, False, False]
+    assert KeepRule(0.5, "mean_prob", floor=0.3).decide(scores) == [True, False, True, False]
+    assert KeepRule(0.99, "mean_prob", floor=0.3).decide(scores) == [True, False, True, False]
+    assert KeepRule(0.0, "mean_prob", floor=0.3).decide(scores) == [True, True, True, True]
+    assert KeepRule(0.99, "mean_prob", floor=1.0).decide(scores) == [True] * 4
+
+
+def test_bench_keeps_apply_the_rule_without_the_title():
+    record = PruneRecord(id="r", question="q", title="Title", sentences=["a b", "c d e", "f"],
+                         labels=[0, 1, 0])
+    # sentence 0 is the title: scored, but never kept for the record nor counted by the floor
+    scores = _scores([[0.99, 0.99], [0.01, 0.02], [0.3, 0.3, 0.3], [0.05]])
+    [keep] = pruner_keeps([record], [scores], KeepRule(0.9, "mean_prob", floor=0.4))
+    assert keep == [False, True, False]
+    [keep] = pruner_keeps([record], [scores], KeepRule(0.9, "mean_prob"))
+    assert keep == [False, False, False]
+    assert kept_share([[True, False], [False, False]]) == 0.25

@@ -1,0 +1,105 @@
+"""The broader pruner training data: SQuAD JSON conversion, the multi-hop split and passages,
+synthetic chat sessions, and a training run that stops and resumes (`--work`/`--resume`)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from agentmem.train.dev_sets import is_dev, multihop, multihop_records, read_multihop_rows
+from agentmem.train.pruner_data import Example
+from agentmem.train.pruner_mix import build_mixture, chat_session, squad_json_records
+from tests.test_train import SHARED_DATA
+
+ARTICLES = {"version": "v2.0", "data": [{"title": "Solar_energy", "paragraphs": [{
+    "context": "Solar energy is radiant light from the Sun. It is harnessed by panels. "
+               "Panels were invented in 1883.",
+    "qas": [{"id": "q1", "question": "When were panels invented?", "is_impossible": False,
+             "answers": [{"text": "1883", "answer_start": 89}]},
+            {"id": "q2", "question": "Who owns the Sun?", "is_impossible": True, "answers": []}]}]}]}
+
+ROWS = [{"question": f"Which river flows through city {i}?", "type": "bridge",
+         "evidence": [f"City {i} lies on the river R{i}.", f"The river R{i} is {i} km long."]}
+        for i in range(10)]
+
+
+def test_squad_json_becomes_prune_records_labelled_by_answer_overlap():
+    records = squad_json_records(ARTICLES["data"])
+    assert [r["id"] for r in records] == ["squad-q1", "squad-q2"]
+    assert records[0]["sentences"][2] == "Panels were invented in 1883."
+    assert records[0]["title"] == "Solar energy"
+    assert records[0]["labels"] == [0, 0, 1] and records[1]["labels"] == [0, 0, 0]
+
+
+def test_multihop_split_is_closed_and_passages_hold_all_the_evidence(tmp_path):
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    dev, train = read_multihop_rows(source, dev=True), read_multihop_rows(source, dev=False)
+    assert [r["number"] for r in dev] == [n for n in range(10) if is_dev(n)] == [0, 1, 5, 6]
+    assert {r["question"] for r in dev}.isdisjoint(r["question"] for r in train)
+    records = multihop_records(train, random.Random(1), distractors=(2, 2))
+    for row, record in zip(train, records):
+        kept = [s for s, label in zip(record["sentences"], record["labels"]) if label]
+        assert kept and set(kept) <= set(row["evidence"]) and sorted(kept) == sorted(row["evidence"])
+        others = {s for s, label in zip(record["sentences"], record["labels"]) if not label}
+        train_text = {s for r in train for s in r["evidence"]}
+        assert len(others) == 4 and others <= train_text  # distractors from the same split only
+    out = tmp_path / "dev.jsonl"
+    assert multihop(source, out, distractor_groups=3) == 4
+    assert all(len(json.loads(line)["sentences"]) == 8 for line in out.read_text().splitlines())
+
+
+def test_chat_session_renders_turns_with_a_dated_header_and_noise():
+    example = Example("when were panels invented", ["Solar", "Panels came in 1883.", "They are blue."],
+                      [0, 1, 0])
+    noise = Example("q", ["Other", "Cats sleep a lot.", "Dogs bark."], [0, 0, 0])
+    chat = chat_session(example, [noise], random.Random(3))
+    assert chat.sentences[0].startswith("[Session ") and chat.labels[0] == 0
+    assert all(": " in s for s in chat.sentences[1:])
+    kept = [s for s, label in zip(chat.sentences, chat.labels) if label]
+    assert len(kept) == 1 and kept[0].endswith(": Panels came in 1883.")
+    assert len(chat.sentences) >= 4
+
+
+def test_mixture_counts_each_source(tmp_path):
+    (tmp_path / "squad_train_v2.json").write_text(json.dumps(ARTICLES))
+    (tmp_path / "hotpotqa_train_evidence.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    base = [Example("q", ["t", "a"], [0, 1]), Example("q", ["t", "b"], [0, 0])]
+    examples, counts = build_mixture(base, tmp_path, seed=1, multihop_draws=2)
+    assert counts["shared"] == 2 and counts["squad_train_v2"] >= 2 and counts["hotpotqa_train"] == 12
+    assert len(examples) == sum(counts.values()) and counts["synthetic_chat"] >= 1
+
+
+def test_training_resumes_from_its_saved_state(tmp_path):
+    if not (SHARED_DATA / "prune" / "squad_train.jsonl").exists():
+        pytest.skip(f"training data not found at {SHARED_DATA}")
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text(json.dumps({"id": "d", "question": "Where is Paris?", "title": None,
+                               "sentences": ["Paris is in France.", "It is big."], "labels": [1, 0]}) + "\n")
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "squad_train_v2.json").write_text(json.dumps(ARTICLES))
+    work = tmp_path / "work"
+
+    def train(out, *more):
+        return subprocess.run([sys.executable, "-m", "agentmem", "train", "pruner", "--out", str(out),
+                               "--limit", "8", "--epochs", "1", "--batch-size", "4", "--max-length", "96",
+                               "--dev", str(dev), "--data", str(SHARED_DATA), "--extra",
+                               str(tmp_path / "extra"), "--work", str(work), "--save-every", "1",
+                               "--threads", "1", *more], capture_output=True, text=True, timeout=600)
+
+    first = train(tmp_path / "a")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert (work / "state.pt").exists()
+    again = train(tmp_path / "b", "--resume")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "resumed at step 2/2" in again.stdout
+    weights = [(tmp_path / run / "model.safetensors").read_bytes() for run in ("a", "b")]
+    assert weights[0] == weights[1]
+    card = json.loads((tmp_path / "b" / "training.json").read_text())
+    assert card["resumed_at_step"] == 2 and card["counts"]["squad_train_v2"] >= 1
+    changed = train(tmp_path / "c", "--resume", "--lr", "1e-3")
+    assert changed.returncode != 0 and "settings differ" in changed.stdout + changed.stderr
