@@ -37,6 +37,14 @@ class ThreadServer:
             if time.time() > deadline or not self.thread.is_alive():
                 raise RuntimeError(f"server on {self.url} did not start")
             time.sleep(0.05)
+        # Ready as a readiness probe would say (/healthz "embedder": "loaded"): calls that come
+        # while the proxy's warm-up loads MiniLM skip the stages needing it, by design.
+        hygiene = getattr(getattr(self.server.config.app, "state", None), "hygiene", None)
+        deadline = time.time() + 180
+        while hygiene is not None and hygiene.embedder.loading:
+            if time.time() > deadline:
+                raise RuntimeError(f"server on {self.url}: MiniLM did not load")
+            time.sleep(0.05)
         return self
 
     def stop(self) -> None:

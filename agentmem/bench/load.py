@@ -26,6 +26,7 @@ import httpx
 
 from agentmem.bench.overhead import _free_port, _stop, _text, _wait, peak_rss_mb
 from agentmem.bench.results import percentile
+from agentmem.policy import load_policy
 
 
 def run_load(*, concurrency: tuple[int, ...] = (1, 8, 32), calls: int = 300,
@@ -64,7 +65,8 @@ def _one_server(folder: Path, config: Path, env: dict[str, str], workers: int, p
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait(f"{url}/healthz", server, timeout=180)
-        _wait_models(url, workers)
+        if load_policy(policy).embed:  # a policy that embeds nothing never loads MiniLM
+            _wait_models(url, workers)
         out: dict[str, Any] = {str(c): asyncio.run(_drive(f"{url}/v1/chat/completions", c, calls,
                                                           sessions=True))
                                for c in concurrency}
@@ -78,7 +80,9 @@ def _wait_models(url: str, workers: int, timeout: float = 180) -> None:
     """Until every worker answers /healthz with MiniLM loaded (calls before that skip stages)."""
     loaded: set[int] = set()
     deadline = time.time() + timeout
-    while len(loaded) < workers and time.time() < deadline:
+    while len(loaded) < workers:
+        if time.time() > deadline:
+            raise RuntimeError(f"{url}: MiniLM not loaded in every worker within {timeout:g} s")
         with httpx.Client(timeout=10) as http:  # a new connection: the kernel picks a worker
             health = http.get(f"{url}/healthz").json()
         if health.get("embedder") == "loaded":
