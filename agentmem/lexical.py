@@ -71,6 +71,16 @@ class BM25Index:
         self._lengths.append(len(document_terms))
         return number
 
+    def extend(self, block: BM25Index) -> None:
+        """Append another index's documents (built elsewhere, e.g. off the event loop) in one
+        step: a 10,000-sentence paste's postings cost ~100 ms to add one by one on the loop."""
+        offset = len(self._lengths)
+        for term, (ids, tfs) in block._postings.items():
+            mine = self._postings.setdefault(term, ([], []))
+            mine[0].extend([number + offset for number in ids])
+            mine[1].extend(tfs)
+        self._lengths.extend(block._lengths)
+
     def scores(self, query_terms: list[str]) -> np.ndarray:
         """One score per document; zero where no query term occurs."""
         total = len(self._lengths)

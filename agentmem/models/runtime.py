@@ -231,8 +231,7 @@ class _CallsInProgress:
         finally:
             with self.idle:
                 self.count -= 1
-                if not self.count:
-                    self.idle.notify_all()
+                self.idle.notify_all()  # pause_point waits for 0, yield_to_other_calls for 1
 
 
 _calls = _CallsInProgress()
@@ -273,6 +272,20 @@ def favour_latency() -> None:
 
     value = os.environ.get("AGENTMEM_SWITCH_INTERVAL_MS")
     sys.setswitchinterval(float(value) / 1000 if value else SWITCH_INTERVAL_S)
+
+
+YIELD_PAUSE_S = 0.05  # the longest one yield_to_other_calls waits
+
+
+def yield_to_other_calls() -> None:
+    """In one call's own bulk Python work off the loop (a 1 MB paste's sentences and terms):
+    wait, at most ``YIELD_PAUSE_S``, while another call is being prepared. Big work yields to
+    small: the paste's thread held the GIL in 1 ms slices, and another session's 20 ms query
+    embedding, which takes the GIL back hundreds of times, took 550 ms next to it."""
+    if _calls.count <= 1:
+        return
+    with _calls.idle:
+        _calls.idle.wait_for(lambda: _calls.count <= 1, timeout=YIELD_PAUSE_S)
 
 
 def let_threads_run() -> None:

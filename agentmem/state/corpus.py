@@ -30,7 +30,13 @@ from agentmem.ingest import chain_hashes, source_of
 from agentmem.lexical import BM25Index, terms
 from agentmem.messages import text_of
 from agentmem.models.embedder import DIMENSION, from_bytes
-from agentmem.models.runtime import embed, in_background, is_background, let_threads_run
+from agentmem.models.runtime import (
+    embed,
+    in_background,
+    is_background,
+    let_threads_run,
+    yield_to_other_calls,
+)
 from agentmem.state.queries import QueryVectors
 from agentmem.text import count_tokens, split_sentences
 
@@ -211,7 +217,7 @@ class CorpusCache:
         history = context.history
         stored = await _stored_vectors(context, start, upto)
         if sum(len(text_of(history[p])) for p in range(start, upto)) > OFF_LOOP_CHARS:
-            rows = await asyncio.to_thread(_text_rows, history, start, upto)
+            rows = await asyncio.to_thread(_text_rows, history, start, upto, True)
         else:
             rows = _text_rows(history, start, upto)
         vectors = _stored_rows(rows, stored, start)
@@ -284,11 +290,14 @@ class _Rows:
     tokens: np.ndarray
     vectors: np.ndarray  # zero rows until filled
     embedded: np.ndarray
+    postings: BM25Index  # the rows' BM25 postings, built with them (off the loop when large)
 
 
-def _text_rows(history: list[dict[str, Any]], start: int, upto: int) -> _Rows:
+def _text_rows(history: list[dict[str, Any]], start: int, upto: int, off_loop: bool = False
+               ) -> _Rows:
     """Sentences, terms and token counts of history[start:upto] (pure CPU: a 1 MB paste takes
-    seconds, so large inputs run this in a thread and the event loop keeps serving calls)."""
+    seconds, so large inputs run this in a thread, ``off_loop``, and the event loop keeps
+    serving calls; there it also pauses while other calls are prepared)."""
     counts, positions, spans, texts, sources = [], [], [], [], []
     for position in range(start, upto):
         text = text_of(history[position])
@@ -299,14 +308,18 @@ def _text_rows(history: list[dict[str, Any]], start: int, upto: int) -> _Rows:
             positions.append(position)
             spans.append((a, b))
             texts.append(text[a:b])
-    words, tokens = [], []
+    words, tokens, postings = [], [], BM25Index()
     for number, sentence in enumerate(texts):
         words.append(terms(sentence))
+        postings.add(words[-1])
         tokens.append(count_tokens(sentence))
         if number % YIELD_EVERY == YIELD_EVERY - 1:
             let_threads_run()
+        if off_loop and number % (8 * YIELD_EVERY) == 8 * YIELD_EVERY - 1:
+            yield_to_other_calls()
     return _Rows(sources, counts, positions, spans, texts, words, np.asarray(tokens, np.int64),
-                 np.zeros((len(texts), DIMENSION), np.float32), np.zeros(len(texts), np.bool_))
+                 np.zeros((len(texts), DIMENSION), np.float32), np.zeros(len(texts), np.bool_),
+                 postings)
 
 
 def _stored_rows(rows: _Rows, stored: dict[int, np.ndarray], start: int) -> list[np.ndarray | None]:
@@ -360,10 +373,7 @@ def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
     for count in rows.sentences_per_position:
         corpus.rows_of.append(range(first, first + count))
         first += count
-    for number, row_words in enumerate(rows.words):
-        corpus.lexical.add(row_words)
-        if number % (4 * YIELD_EVERY) == 4 * YIELD_EVERY - 1:
-            let_threads_run()  # a paste's postings: let the inference workers in
+    corpus.lexical.extend(rows.postings)  # built with the rows: one step here, on the loop
     corpus.words.extend(rows.words)
     corpus.texts.extend(rows.texts)
     corpus.spans.extend(rows.spans)
