@@ -23,6 +23,10 @@ def _kind_command(kind: str):
                                                    "tokens always kept (prune; default: the "
                                                    "checkpoint's calibrated floor)."),
                 limit: int | None = typer.Option(None, help="Evaluate at most N questions (history)."),
+                compare: str = typer.Option("", help="Further policies run on the same sessions, "
+                                            "comma-separated (history)."),
+                scaling: bool = typer.Option(True, help="Add latency by conversation length "
+                                             "(history)."),
                 answers: Path | None = typer.Option(
                     None, exists=True, dir_okay=False, help="Raw SQuAD JSON of the prune file's "
                     "questions (prune): adds token-level compression's savings and answers kept.")):
@@ -32,7 +36,8 @@ def _kind_command(kind: str):
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
         runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit, answers=answers,
-                         floor=floor)
+                         floor=floor, scaling=scaling,
+                         compare=tuple(p.strip() for p in compare.split(",") if p.strip()))
         emit(f"bench {kind}", runner(records, policy=policy), json_out)
 
     command.__doc__ = f"Run the {kind} benchmark on a file in its FORMATS.md format."
@@ -51,7 +56,9 @@ def _runner(kind: str, **options):
     if kind == "history":
         from agentmem.bench.history import run_history
 
-        return lambda samples, policy: run_history(samples, policy=policy, limit=options.get("limit"))
+        return lambda samples, policy: run_history(samples, policy=policy, limit=options.get("limit"),
+                                                   compare=options.get("compare", ()),
+                                                   scaling=options.get("scaling", True))
     if kind == "tools":
         from agentmem.bench.tools import run_tools
 

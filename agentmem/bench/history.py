@@ -5,6 +5,12 @@ each session's date prefixed to its first turn, and each QA's question the final
 message. Every request runs through the same pipeline the proxy uses, with the session in
 Redis. Baselines get the same token count per question: the most recent turns, and the
 sentences most similar to the question by MiniLM cosine.
+
+``compare``: further policies run on every question against the same stored session (ingested
+once), each with its own recall, token fraction, latency and baselines at its own token count.
+Why: the modes of the prune stage differ per question only in the call, and ingesting five
+long conversations per mode cost most of a run on the 2-core machine. LoCoMo's licence is
+non-commercial: it is used to evaluate and choose between modes, never to fit weights.
 """
 
 from __future__ import annotations
@@ -50,23 +56,53 @@ def _evidence(qa, where: dict[str, int]) -> list[int]:
     return sorted(set(ids))
 
 
-async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = True) -> dict[str, Any]:
+class _Tally:
+    """One policy's counts over the questions."""
+
+    def __init__(self, policy: str) -> None:
+        self.policy = policy
+        self.retained = self.full = self.total = self.recency_hits = self.embed_hits = 0
+        self.fractions: list[float] = []
+        self.latencies: list[float] = []
+        self.warnings: dict[str, int] = {}
+
+    def result(self, questions: int) -> dict[str, Any]:
+        total = self.total
+        return {
+            "n": questions, "evidence_turns": total,
+            "evidence_recall": self.retained / total if total else 0.0,
+            "evidence_full_recall": self.full / total if total else 0.0,
+            "token_fraction": float(np.mean(self.fractions)) if self.fractions else 0.0,
+            "latency_ms_p50": percentile(self.latencies, 0.5),
+            "latency_ms_p95": percentile(self.latencies, 0.95),
+            "baselines": {"recency": {"evidence_recall": self.recency_hits / total if total else 0.0},
+                          "embedding_topk": {"evidence_recall": self.embed_hits / total if total else 0.0}},
+            "policy": self.policy,
+            **({"warnings": dict(self.warnings)} if self.warnings else {}),
+        }
+
+
+async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = True,
+               compare: tuple[str, ...] = ()) -> dict[str, Any]:
     from agentmem.api import Hygiene
     from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
 
     hygiene = Hygiene(policy, settings=Settings(data_dir=tempfile.mkdtemp(prefix="agentmem-history-")))
     embedder = default_embedder()
-    retained = full = total = 0
-    recency_hits = embed_hits = 0
-    fractions, latencies = [], []
+    tallies = [_Tally(name) for name in (policy, *compare)]
     questions = 0
     try:
         for number, sample in enumerate(samples):
+            if limit is not None and questions >= limit:
+                break
             messages, where = conversation_messages(sample)
             session = f"locomo-{number}"
             await hygiene.apply(messages + [{"role": "user", "content": "Hello again."}], session_id=session)
             await hygiene.drain()  # ingest-time embeddings of the whole conversation
+            for name in compare:  # loads what each compared policy needs before timing it
+                await hygiene.apply(messages + [{"role": "user", "content": "Warm up."}],
+                                    session_id=session, policy=name)
             sentence_rows = [(i, s.start, s.end) for i, m in enumerate(messages)
                              for s in split_sentences(m["content"])]
             sentence_vectors = embedder.encode([messages[i]["content"][a:b] for i, a, b in sentence_rows])
@@ -79,39 +115,38 @@ async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = T
                     break
                 questions += 1
                 request = messages + [{"role": "user", "content": qa.question}]
-                started = time.perf_counter()
-                result = await hygiene.apply(request, session_id=session)
-                elapsed_ms = (time.perf_counter() - started) * 1000
-                latencies.append(result.report.latency_ms.get("hygiene", elapsed_ms))
-                fractions.append(result.report.tokens_after / max(1, result.report.tokens_before))
-                outgoing = dict(zip(result.kept_indices, result.messages))
-                budget = result.report.tokens_after - message_tokens(request[-1])
-                recent = _recency(turn_tokens, budget)
-                chosen = _embedding_topk(embedder.encode([qa.question])[0], sentence_vectors,
-                                         sentence_rows, messages, budget)
-                for index in evidence:
-                    total += 1
-                    kept = outgoing.get(index)
-                    if kept is not None and kept.get("content"):
-                        retained += 1
-                        full += kept["content"] == messages[index]["content"]
-                    recency_hits += index in recent
-                    embed_hits += index in chosen
+                query_vector = embedder.encode([qa.question])[0]
+                for tally in tallies:
+                    started = time.perf_counter()
+                    result = await hygiene.apply(request, session_id=session,
+                                                 policy=None if tally is tallies[0] else tally.policy)
+                    elapsed_ms = (time.perf_counter() - started) * 1000
+                    tally.latencies.append(result.report.latency_ms.get("hygiene", elapsed_ms))
+                    tally.fractions.append(result.report.tokens_after / max(1, result.report.tokens_before))
+                    for warning in result.report.warnings:
+                        key = re.sub(r"[\d,.]+", "N", warning)[:120]
+                        tally.warnings[key] = tally.warnings.get(key, 0) + 1
+                    outgoing = dict(zip(result.kept_indices, result.messages))
+                    budget = result.report.tokens_after - message_tokens(request[-1])
+                    recent = _recency(turn_tokens, budget)
+                    chosen = _embedding_topk(query_vector, sentence_vectors, sentence_rows,
+                                             messages, budget)
+                    for index in evidence:
+                        tally.total += 1
+                        kept = outgoing.get(index)
+                        if kept is not None and kept.get("content"):
+                            tally.retained += 1
+                            tally.full += kept["content"] == messages[index]["content"]
+                        tally.recency_hits += index in recent
+                        tally.embed_hits += index in chosen
         scaling = await _latency_vs_length(hygiene, samples) if scaling_wanted else {}
     finally:
         await hygiene.aclose()
         hygiene.connector.close()
-    return {
-        "latency_vs_turns": scaling,
-        "n": questions, "evidence_turns": total,
-        "evidence_recall": retained / total if total else 0.0,
-        "evidence_full_recall": full / total if total else 0.0,
-        "token_fraction": float(np.mean(fractions)) if fractions else 0.0,
-        "latency_ms_p50": percentile(latencies, 0.5), "latency_ms_p95": percentile(latencies, 0.95),
-        "baselines": {"recency": {"evidence_recall": recency_hits / total if total else 0.0},
-                      "embedding_topk": {"evidence_recall": embed_hits / total if total else 0.0}},
-        "policy": policy,
-    }
+    out = {"latency_vs_turns": scaling, **tallies[0].result(questions)}
+    if compare:
+        out["compare"] = {tally.policy: tally.result(questions) for tally in tallies[1:]}
+    return out
 
 
 async def _latency_vs_length(hygiene, samples, lengths=(60, 150, 300, 600), per_length=20):
@@ -161,5 +196,8 @@ def _embedding_topk(query, vectors, rows, messages, budget: int) -> set[int]:
     return kept
 
 
-def run_history(samples, *, policy: str, limit: int | None = None) -> dict[str, Any]:
-    return asyncio.run(_run(samples, policy, limit))
+def run_history(samples, *, policy: str, limit: int | None = None, compare: tuple[str, ...] = (),
+                scaling: bool = True) -> dict[str, Any]:
+    """The bench for ``policy`` (and each of ``compare`` on the same sessions); ``scaling``:
+    add the call latency by conversation length (``policy`` only)."""
+    return asyncio.run(_run(samples, policy, limit, scaling, compare))

@@ -14,7 +14,10 @@ split: they go whole, or their messages shrink (to their best sentence at least)
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -70,6 +73,17 @@ class PruneSettings(BaseModel):
         0, ge=0, description="Best recalled older turns the pruner rescores (0: embeddings and "
         "BM25 only, the fast path).")
     rerank_weight: float = Field(1.0, ge=0, description="Weight of the pruner's probability.")
+    rerank_context_turns: int = Field(
+        1, ge=0, description="Older turns on each side read with a recalled turn by the pruner "
+        "(a reply's antecedent is in the turn before it).")
+    rerank_scope: Literal["top", "margin"] = Field(
+        "top", description="Which recalled turns the pruner reads: the best ones (top), or "
+        "those at the edge of the budget (margin: the last kept and the first left out by the "
+        "first stage, where a second opinion changes what is kept).")
+    rerank_tokens: int = Field(
+        3072, ge=0, description="Pruner input tokens per call (recalled turns with their "
+        "neighbours, best first); past it, the other recalled turns keep the embedding + BM25 "
+        "score and the report says so.")
     pruner_sentences: int = Field(
         256, ge=0, description="Sentences of large tool outputs the pruner scores per call; "
         "past them, a sentence is kept only if it shares a term with the query.")
@@ -173,10 +187,11 @@ class PruneStage(Stage):
             score[rows] += settings.lexical_weight * lexical / lexical.max()
         if settings.context_weight:
             add_turn_context(older, score, settings.context_weight)
-        if settings.rerank_turns:
-            await self._rerank(context, older, score, query)
         excluded = excluded_rows(context, corpus)
         score[excluded] = -np.inf  # quarantined by an earlier stage: never brought back
+        if settings.rerank_turns and settings.rerank_tokens:
+            picks = _rerank_picks(older, score, rows, corpus, budget, settings)
+            await self._rerank(context, older, picks, score, query, corpus.tokens)
         ranked = score if settings.selection == "greedy" else diversified(
             settings.selection, rows, score, corpus.vectors,
             redundancy_weight=settings.redundancy_weight, pool=settings.selection_pool,
@@ -187,20 +202,60 @@ class PruneStage(Stage):
                   f"the history budget of {budget} tokens")
         self._apply_keep(draft, context, older, kept, score, corpus.tokens, reason)
 
-    async def _rerank(self, context: StageContext, older: list[Candidate], score: np.ndarray,
-                      query: str) -> None:
-        """Two-stage mode: the pruner rescores the sentences of the best recalled turns."""
+    async def _rerank(self, context: StageContext, older: list[Candidate], picks: list[int],
+                      score: np.ndarray, query: str, tokens: np.ndarray) -> None:
+        """Two-stage mode: the pruner rescores the sentences of the best recalled turns.
+
+        Each recalled turn is read in a window with ``rerank_context_turns`` older turns on
+        each side (one transcript), so a reply like "Me too, last May" is judged with the turn
+        it answers; the windows of a call go to the model as one batch, on the call's lane of
+        the inference pool. A window's scores are cached by (checkpoint, query, window text):
+        an agent loop's steps share their query, and a repeated question costs nothing. The
+        work per call is bounded by ``rerank_tokens``: the best turns are read first, the rest
+        keep their first-stage score (the report warns), so a call never waits on an
+        unbounded forward pass on CPU.
+        """
         from agentmem.models.pruner import cached_pruner
         from agentmem.models.registry import default_pruner_path
 
         settings = context.policy.prune
-        best = sorted(older, key=lambda c: -float(score[c.rows].max()) if len(c.rows) else 0.0)
-        chosen = sorted(best[: settings.rerank_turns], key=lambda c: c.index)
-        pruner = await run_inference(cached_pruner, settings.checkpoint or default_pruner_path())
-        by_index = await run_inference(_score_transcript, pruner, query, chosen)
-        for candidate in chosen:
-            probabilities = np.asarray(by_index[candidate.index].probabilities, dtype=np.float32)
-            score[candidate.rows] += settings.rerank_weight * probabilities
+        checkpoint = settings.checkpoint or default_pruner_path()
+        side = settings.rerank_context_turns
+        query_key = hashlib.blake2b(query.encode(), digest_size=16).hexdigest()
+        found: dict[int, np.ndarray] = {}
+        todo: list[tuple[int, list[Candidate], int, str]] = []
+        spent = unread = 0
+        for i in picks:
+            low, high = max(0, i - side), min(len(older), i + side + 1)
+            window = older[low:high]
+            key = _window_key(checkpoint, query_key, window, i - low)
+            cached = _RERANK_CACHE.get(key)
+            if cached is not None:
+                found[i] = cached
+                continue
+            cost = sum(int(tokens[c.rows].sum()) + MESSAGE_OVERHEAD_TOKENS for c in window)
+            if spent + cost > settings.rerank_tokens:
+                unread += 1
+                continue
+            spent += cost
+            todo.append((i, window, i - low, key))
+        if todo:
+            pruner = await run_inference(cached_pruner, checkpoint)
+            read = await run_inference(_score_windows, pruner, query,
+                                       [(window, centre) for _, window, centre, _ in todo])
+            for (i, _, _, key), probabilities in zip(todo, read):
+                _RERANK_CACHE.put(key, probabilities)
+                found[i] = probabilities
+        # margin: centred on the read turns' mean, so the read turns move against each other
+        # and against the turns around them, not all up past the turns kept without a read.
+        centre = (float(np.mean(np.concatenate(list(found.values()))))
+                  if found and settings.rerank_scope == "margin" else 0.0)
+        for i, probabilities in found.items():
+            score[older[i].rows] += settings.rerank_weight * (probabilities - centre)
+        if unread:
+            context.report.warnings.append(
+                f"prune: {unread} recalled turns past the pruner budget ({settings.rerank_tokens} "
+                "tokens) keep their embedding + BM25 score")
 
     @staticmethod
     def _apply_keep(draft: Draft, context: StageContext, older: list[Candidate], kept: np.ndarray,
@@ -330,6 +385,97 @@ def _score_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[i
             kept_fraction_by_threshold=[score.kept_fraction_by_threshold[i] for i in rows],
             ranking_score=score.ranking_score)
     return out
+
+
+def _rerank_picks(older: list[Candidate], score: np.ndarray, rows: np.ndarray, corpus,
+                  budget: int, settings: PruneSettings) -> list[int]:
+    """Positions in ``older`` of the turns the pruner reads, in order of priority. ``top``: the
+    best recalled turns. ``margin``: a first fill by the first-stage score finds the budget's
+    edge; half the reads go to the weakest kept turns, half to the strongest left out
+    (alternating, from the edge outwards). The best turns are kept whatever the pruner says,
+    so reading them spends the pruner on decisions already made."""
+    best_of = np.full(len(older), -np.inf, dtype=np.float32)
+    for i, candidate in enumerate(older):
+        if len(candidate.rows):
+            best_of[i] = score[candidate.rows].max()
+    readable = np.flatnonzero(np.isfinite(best_of))
+    ranked = readable[np.argsort(-best_of[readable], kind="stable")].tolist()
+    if settings.rerank_scope == "top":
+        return ranked[: settings.rerank_turns]
+    kept = fill(rows, score, corpus, budget, settings.neighbours, settings.turn_spread)
+    inside = [i for i in ranked if kept[older[i].rows].any()]
+    outside = [i for i in ranked if not kept[older[i].rows].any()]
+    picks: list[int] = []
+    weakest_kept, strongest_out = iter(reversed(inside)), iter(outside)
+    while len(picks) < settings.rerank_turns:
+        added = False
+        for source in (weakest_kept, strongest_out):
+            nxt = next(source, None)
+            if nxt is not None and len(picks) < settings.rerank_turns:
+                picks.append(nxt)
+                added = True
+        if not added:
+            break
+    return picks
+
+
+def _score_windows(pruner, query: str, windows: list[tuple[list[Candidate], int]]
+                   ) -> list[np.ndarray]:
+    """Per window (turns, index of the recalled one): the recalled turn's sentence
+    probabilities, each window read as one transcript ("role: text" per turn, as
+    ``_score_transcript``), all windows in one ``score_batch`` (batched forward passes)."""
+    pairs, owners = [], []
+    for window, centre in windows:
+        sentences: list[str] = []
+        rows: list[int] = []
+        for number, candidate in enumerate(window):
+            for first, (a, b) in enumerate(candidate.spans):
+                text = candidate.text[a:b]
+                if number == centre:
+                    rows.append(len(sentences))
+                sentences.append(f"{candidate.role}: {text}" if first == 0 else text)
+        pairs.append((query, sentences))
+        owners.append(rows)
+    scores = pruner.score_batch(pairs)
+    return [np.asarray([score.probabilities[r] for r in rows], dtype=np.float32)
+            for score, rows in zip(scores, owners)]
+
+
+def _window_key(checkpoint: str, query_key: str, window: list[Candidate], centre: int) -> str:
+    """What a window's scores depend on: the model, the query, the turns' roles and text."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (checkpoint, query_key, str(centre)):
+        digest.update(part.encode() + b"\0")
+    for candidate in window:
+        digest.update(candidate.role.encode() + b"\0" + candidate.text.encode() + b"\1")
+    return digest.hexdigest()
+
+
+class _ScoreCache:
+    """A small LRU of per-window pruner scores (pure functions of their key, so shared by all
+    sessions and tenants without leaking anything: a hit needs the same text and query)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> np.ndarray | None:
+        with self.lock:
+            value = self.items.get(key)
+            if value is not None:
+                self.items.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: np.ndarray) -> None:
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+_RERANK_CACHE = _ScoreCache(4096)
 
 
 def _lexical_keep(text: str, spans: list[tuple[int, int]], query: str) -> list[float]:
