@@ -171,3 +171,25 @@ def test_bench_history_compares_policies_on_the_same_sessions(tmp_path):
         assert entry["evidence_turns"] == 1 and 0 < entry["token_fraction"] < 1
         assert set(entry["baselines"]) == {"recency", "embedding_topk"}
         assert entry["latency_ms_p50"] > 0
+
+
+def test_margin_reads_the_turns_at_the_budgets_edge():
+    from types import SimpleNamespace
+
+    from agentmem.stages.prune import PruneSettings, _rerank_picks
+
+    # ten one-sentence turns of 10 tokens; first-stage scores fall with the position
+    turns = 10
+    corpus = SimpleNamespace(position=np.arange(turns), tokens=np.full(turns, 10),
+                             spans=[(0, 1)] * turns, rows_of=[range(i, i + 1) for i in range(turns)])
+    older = [Candidate(i, "x", [(0, 1)], True, rows=np.asarray([i])) for i in range(turns)]
+    score = np.linspace(1.0, 0.1, turns).astype(np.float32)
+    rows = np.arange(turns)
+    budget = 4 * (10 + 3) + 1  # room for four turns with their message overhead
+    margin = PruneSettings(rerank_turns=4, rerank_scope="margin", turn_spread=0.0)
+    assert _rerank_picks(older, score, rows, corpus, budget, margin) == [3, 4, 2, 5]
+    top = PruneSettings(rerank_turns=4, rerank_scope="top")
+    assert _rerank_picks(older, score, rows, corpus, budget, top) == [0, 1, 2, 3]
+    score[7] = -np.inf  # withheld by quarantine: never read
+    wide = PruneSettings(rerank_turns=10, rerank_scope="margin", turn_spread=0.0)
+    assert 7 not in _rerank_picks(older, score, rows, corpus, budget, wide)
