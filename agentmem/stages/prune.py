@@ -436,7 +436,12 @@ def _score_windows(pruner, query: str, windows: list[tuple[list[Candidate], int]
                 sentences.append(f"{candidate.role}: {text}" if first == 0 else text)
         pairs.append((query, sentences))
         owners.append(rows)
-    scores = pruner.score_batch(pairs)
+    # Batches of similar length: a batch is padded to its longest window, and 16 windows in
+    # one batch of 32 measured ~25% slower than length-sorted batches of 8 (same outputs).
+    order = sorted(range(len(pairs)), key=lambda i: sum(len(text) for text in pairs[i][1]))
+    scores: list[Any] = [None] * len(pairs)
+    for i, score in zip(order, pruner.score_batch([pairs[i] for i in order], batch_size=8)):
+        scores[i] = score
     return [np.asarray([score.probabilities[r] for r in rows], dtype=np.float32)
             for score, rows in zip(scores, owners)]
 
