@@ -42,6 +42,9 @@ HISTORY = [
 @pytest.fixture(scope="module")
 def hygiene(data_dir):
     engine = Hygiene("default", settings=Settings(data_dir=data_dir))
+    # Loaded as on a ready server: a call while MiniLM loads skips the stage by design, and
+    # whether the first call saw the load under way depended on how soon its prefetch started.
+    engine.embedder.load()
     yield engine
     engine.connector.close()
 

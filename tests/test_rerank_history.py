@@ -18,8 +18,6 @@ import pytest
 import agentmem.stages.prune as prune_module
 from agentmem import Hygiene
 from agentmem.config import Settings
-from agentmem.models.pruner import cached_pruner
-from agentmem.models.registry import default_pruner_path
 from agentmem.policy import policy_from_dict
 from agentmem.stages.prune import Candidate, _score_windows, _window_key
 from agentmem.text import split_sentences
@@ -66,6 +64,11 @@ def _candidates(messages):
 
 
 def test_a_window_returns_the_recalled_turns_scores_read_with_its_neighbours():
+    # imported here: torch imported while collecting made test_prune_stage's first call see
+    # MiniLM "still loading" (its prefetch thread started sooner), a race of that test's setup
+    from agentmem.models.pruner import cached_pruner
+    from agentmem.models.registry import default_pruner_path
+
     pruner = cached_pruner(default_pruner_path())
     turns = _candidates(CHAT[1:4])
     query = "Where is my sister's wedding going to be?"
