@@ -358,7 +358,7 @@ class Hygiene:
                     history = await call.store.active_messages(call.handle) + history
                     check_conversation(history)
                 chains = chain_hashes(history)
-                call.prefix = await call.store.match_prefix(call.handle, chains)
+                call.prefix = await call.store.match_prefix(call.handle, chains, call.lock)
             except StoreUnavailable as error:
                 if stateful:
                     raise HygieneUnavailable(f"stateful mode needs the session store: {error}") from None
