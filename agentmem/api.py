@@ -182,6 +182,12 @@ class Hygiene:
             self._sync = None
         self.connector.close()
 
+    @property
+    def background_pending(self) -> int:
+        """After-reply jobs of this process not finished yet (``/healthz`` reports it: a
+        history imported in one call leaves a backlog of embeddings and detection)."""
+        return sum(not task.done() for task in self._background)
+
     async def drain(self) -> None:
         """Wait for this loop's background work (embeddings of the latest turns) to finish."""
         loop = asyncio.get_running_loop()

@@ -198,3 +198,27 @@ async def test_the_lock_reads_the_stored_prefix_in_the_same_round_trip(data_dir)
     finally:
         await engine.aclose()
         engine.connector.close()
+
+
+async def test_after_reply_work_is_counted_until_it_is_done(data_dir):
+    """``background_pending`` (``/healthz``'s ``background``) counts the after-reply jobs a
+    call left, so an operator or the scaling bench can tell when an import has settled."""
+    import uuid
+
+    from agentmem import Hygiene
+    from agentmem.config import Settings
+
+    engine = Hygiene("default", settings=Settings(data_dir=data_dir))
+    history = [{"role": "user", "content": f"Fact {i}: the kettle is blue and ships to Lyon."}
+               for i in range(3)]
+    try:
+        assert engine.background_pending == 0
+        async with engine.call({"model": "echo", "messages": history},
+                               session_id=f"bg-{uuid.uuid4().hex}") as call:
+            await call.finish({"role": "assistant", "content": "Noted."})
+        assert engine.background_pending >= 1  # embeddings and detection, after the reply
+        await engine.drain()
+        assert engine.background_pending == 0
+    finally:
+        await engine.aclose()
+        engine.connector.close()

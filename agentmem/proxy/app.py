@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
                 "embedder": "loaded" if engine.embedder.loaded else "not loaded",
                 "policy": engine.policy.name, "version": __version__,
                 "process": os.getpid(),  # which worker answered (serve --workers N)
+                "background": engine.background_pending,
                 "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
 
     return app
