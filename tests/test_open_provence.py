@@ -22,7 +22,7 @@ from agentmem.models.pruner import cached_pruner
 
 WORDS = ["what", "is", "the", "capital", "of", "france", "paris", "it", "rained", "today",
          "bees", "like", "lavender", "did", "backup", "finish", "line", "nightly", "log", "says",
-         "finished", "7", "Paris", "France", "Bees", "It", "Line", "Did"]
+         "finished", "7", "Paris", "France", "Bees", "It", "Line", "Did", "What"]
 HANZI = list(dict.fromkeys("中国的首都是哪里北京今天下雨了蜜蜂喜欢薰衣草。？"))
 
 
@@ -36,7 +36,8 @@ def _xlmr_tokenizer(folder: Path) -> None:
     XLMRobertaTokenizer(vocab=[*vocab, ("<mask>", 0.0)]).save_pretrained(str(folder))
 
 
-def _write(folder: Path, legacy_keys: bool = False, threshold: float | None = 0.5):
+def _write(folder: Path, legacy_keys: bool = False, threshold: float | None = 0.5,
+           max_length: int = 512):
     """The checkpoint, and the independent modules that wrote it."""
     from transformers import XLMRobertaConfig, XLMRobertaForSequenceClassification
 
@@ -59,7 +60,7 @@ def _write(folder: Path, legacy_keys: bool = False, threshold: float | None = 0.
               "mode": "reranking_pruning", "base_model_name_or_path": "BAAI/bge-reranker-v2-m3",
               "base_model_config": base.to_dict(), "encoder_architecture": "xlm-roberta",
               "pruning_config": {"hidden_size": 32, "num_labels": 2, "classifier_dropout": 0.1},
-              "num_labels": 1, "num_pruning_labels": 2, "max_length": 512}
+              "num_labels": 1, "num_pruning_labels": 2, "max_length": max_length}
     if threshold is not None:
         config["default_threadshold"] = threshold  # upstream's spelling
     (folder / "config.json").write_text(json.dumps(config))
@@ -93,8 +94,8 @@ def _direct(folder: Path, ranking, head, query: str, sentences: list[str]):
 
 
 @pytest.mark.parametrize("query, sentences", [
-    ("what is the capital of france?", ["Paris is the capital of France.", "Bees like lavender.",
-                                         "It rained today."]),
+    ("What is the capital of France?", ["Paris is the capital of France.", "Bees like lavender.",
+                                         "It rained today."]),  # the query as given, not lowercased
     ("中国的首都是哪里？", ["北京是中国的首都。", "今天下雨了。", "蜜蜂喜欢薰衣草。"]),
 ])
 def test_scores_equal_the_layouts_own_computation(checkpoint, query, sentences):
@@ -165,6 +166,33 @@ def test_older_exports_and_broken_folders(checkpoint, tmp_path):
     (bare / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="base_model_config"):
         load_scorer(bare)
+
+
+def test_long_contexts_run_in_blocks_within_the_window(tmp_path):
+    """Sentences past ``max_length`` go to further blocks with the same query head; each block
+    fits the window and scores as the writing modules score that block on its own."""
+    ranking, head = _write(tmp_path, max_length=24)
+    scorer = load_scorer(tmp_path)
+    query = "did backup 7 finish?"
+    sentences = [f"Line {i} of the nightly log says backup {i} finished." for i in (7, 7)]
+    sentences += ["It rained.", "Bees like lavender today.", "It rained today."]
+    for window in range(16, 48):  # no block ever passes the window, whatever the boundaries
+        scorer.max_length = window
+        assert all(len(b.input_ids) <= window for b in scorer._blocks(query, sentences)), window
+    scorer.max_length = 24
+    blocks = scorer._blocks(query, sentences)
+    assert len(blocks) > 1
+    [score] = scorer.score_batch([(query, sentences)], batch_size=2)  # padded batches too
+    expected: list[list[float]] = [[] for _ in sentences]
+    with torch.no_grad():
+        for block in blocks:
+            assert block.input_ids[:1] == [0] and block.input_ids[-1] == 2
+            out = ranking(input_ids=torch.tensor([block.input_ids]), output_hidden_states=True)
+            probs = torch.softmax(head(out.hidden_states[-1]), dim=-1)[0, :, 1].tolist()
+            for prob, owner in zip(probs, block.owners):
+                if owner >= 0:
+                    expected[owner].append(prob)
+    np.testing.assert_allclose(score.probabilities, [np.mean(e) for e in expected], rtol=1e-5)
 
 
 def test_hub_names_need_the_network_switch(monkeypatch):
