@@ -28,7 +28,7 @@ token's keep probability is the softmax's second label, a sentence's is the mean
 tokens, and it is kept when that mean exceeds the threshold (``mean_prob``). The rerank score
 is the classifier's first logit (upstream reports its sigmoid). The model is rebuilt from
 these facts with plain transformers modules (no remote code); the tokenizer must sit in the
-folder (the hub snapshot has it). Never run on the real Zilliz weights here: that its
+folder (OpenProvence's exporter saves it there). Never run on the real Zilliz weights here: that its
 ``config.json`` and key names follow OpenProvence's exporter is inferred from its card, the
 Milvus blog and a third-party GGUF port, not read from the checkpoint.
 
