@@ -41,8 +41,9 @@ class PruneSettings(BaseModel):
 
     checkpoint: str | None = Field(
         None, description="Pruner folder, or a hub name such as naver/provence-reranker-debertav3-v1 "
-        "or naver/xprovence-reranker-bgem3-v1 (downloaded only with AGENTMEM_ALLOW_NETWORK=1); "
-        "null: the shipped one.")
+        "or naver/xprovence-reranker-bgem3-v1, or a highlighter such as "
+        "zilliz/semantic-highlight-bilingual-v1 (agentmem/models/highlighters.py; downloaded only "
+        "with AGENTMEM_ALLOW_NETWORK=1); null: the shipped one.")
     threshold: float | None = Field(None, ge=0, le=1, description="null: the checkpoint's.")
     rule: Literal["paper", "hf_code", "mean_prob"] | None = None
     floor: float | None = Field(
