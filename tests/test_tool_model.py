@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 
 from agentmem.stages.tools import ToolSettings, select
-from agentmem.state.tool_model import TrainingSet, fit, leave_one_out_bonus
+from agentmem.state.tool_model import TrainingSet, fit, leave_one_out_bonus, train
 from agentmem.state.tool_usage import memory_scope
 from agentmem.tools_memory import ToolExample, add_tool_examples
 from tests.test_tool_usage import _kept, _policy, _probe, _summary, engine  # noqa: F401
@@ -46,6 +46,20 @@ def test_the_model_learns_which_tool_a_kind_of_query_leads_to():
     # A heavy penalty keeps the model at (almost) nothing: the prior decides.
     frozen = fit(data, prior, l2=100.0, steps=200, rate=0.05)
     assert float(np.abs(frozen.scores(centres[1])).max()) < 0.05
+
+
+def test_a_tool_without_past_queries_is_never_pushed_down():
+    """Tools 0-2 have past queries, tool 3 (a new tool) has none: it gets no correction, and
+    the corrections of the others sum to zero, so the group is not lifted above it either."""
+    data, prior = _clusters()
+    data = TrainingSet(data.vectors, data.queries, np.hstack([data.labels, np.zeros((60, 1), bool)]))
+    model = train(data, lambda d: np.hstack([prior, np.zeros((60, 1), np.float32)]), weight=0.0,
+                  neutral=0.3, evidence=1.0, l2=1e-3, steps=200, rate=0.05, generation=7)
+    assert model.generation == 7 and model.weights.shape == (4, 8)
+    for tool in range(3):
+        scores = model.scores(np.eye(3, 8, dtype=np.float32)[tool])
+        assert scores[3] == 0.0 and abs(float(scores[:3].sum())) < 1e-3
+        assert int(np.argmax(scores[:3] + prior[0])) == tool
 
 
 def test_leave_one_out_never_lets_an_example_vouch_for_itself():

@@ -6,7 +6,8 @@ popular tool should win a near tie. A softmax over the offered tools, whose logi
 stage's own score (text score plus nearest-query bonus) times a learned scale plus a learned
 linear term per tool on the frozen MiniLM query vector, learns both from the same examples.
 Starting from zero weights with an L2 penalty, a tool with little evidence keeps (almost) the
-score it had, so the model corrects the prior rather than replacing it.
+score it had, so the model corrects the prior rather than replacing it; a tool without past
+queries gets no correction (see ``train``).
 
 Training is background work: ``ToolUsage.model_for`` (the call path) only returns the model
 trained last for the (scope, tool list) and, when enough new examples have arrived since, starts
@@ -112,8 +113,24 @@ def fit(data: TrainingSet, prior: np.ndarray, *, l2: float, steps: int, rate: fl
 def train(data: TrainingSet, text_scores: Callable[[TrainingSet], np.ndarray], *,
           weight: float, neutral: float, evidence: float, l2: float, steps: int, rate: float,
           generation: int) -> ToolModel:
-    """The prior (text score + leave-one-out memory bonus) for each training query, then ``fit``.
-    Runs in a worker thread."""
+    """The prior (text score + leave-one-out memory bonus) for each training query, then ``fit``
+    over the tools that have past queries only; the others get no correction at all. Why: a
+    softmax over every offered tool pushes down the tools never called (they are never a
+    target), so a new tool would sink below its text score; with half of MetaTool's tools
+    warmed, cross-validation on the warm-up queries gave recall 0.789 for queries whose tool has
+    no history this way against 0.869 restricted (0.842 with the nearest-query bonus alone).
+    The corrections of the tools with history are centred to sum to zero, so they are not
+    lifted as a group either (the same CV numbers). Runs in a worker thread."""
     prior = text_scores(data) + leave_one_out_bonus(data, weight, neutral, evidence)
-    return fit(data, prior.astype(np.float32), l2=l2, steps=steps, rate=rate,
-               generation=generation)
+    seen = data.labels.any(axis=0)
+    model = fit(TrainingSet(data.vectors, data.queries, data.labels[:, seen]),
+                prior[:, seen].astype(np.float32), l2=l2, steps=steps, rate=rate,
+                generation=generation)
+    tools = data.labels.shape[1]
+    weights = np.zeros((tools, model.weights.shape[1]), dtype=np.float32)
+    bias = np.zeros(tools, dtype=np.float32)
+    # Softmax is blind to a shift common to all its tools; remove it, so the corrections of the
+    # tools with history sum to zero (Adam's per-weight steps let the sum drift a little).
+    weights[seen] = model.weights - model.weights.mean(axis=0)
+    bias[seen] = model.bias - model.bias.mean()
+    return ToolModel(weights, bias, model.scale, model.examples, generation)

@@ -21,7 +21,10 @@ Scoring reads this on the call path, so each engine keeps a scope's memory in pr
 re-syncs it from Redis at most every ``refresh_s`` seconds (one HGETALL, then a read of only
 the tools whose ``updated_at`` changed, which another replica wrote); this engine's own writes
 apply at once. The catalogue's tools' examples are stacked into one matrix per tool list and
-memory generation, so a call pays one matrix product.
+memory generation, so a call pays one matrix product. Once a scope has enough distinct past
+queries for a tool list, a small model (agentmem/state/tool_model.py) is trained for that
+(scope, list) in a worker thread after the memory changes; it lives in process only (retrained
+from Redis by any replica that serves the scope) and the call path just reads the last one.
 """
 
 from __future__ import annotations
