@@ -159,7 +159,7 @@ async def _measure(records, policy: Policy, traffic=None) -> dict[str, Any]:
     try:
         if traffic is not None:
             warm_up = await warm_memory(hygiene, traffic, records)
-            warm_up["models"] = await train_models(hygiene, records)
+            warm_up["tool_lists_primed"] = await train_models(hygiene, records)
         for number, record in enumerate(records):
             messages = record.messages or [{"role": "user", "content": record.query}]
             try:
