@@ -315,22 +315,26 @@ class ToolUsage:
             self._models.move_to_end(key)
         stale = model is None or model.generation != evidence.generation
         due = time.monotonic() - trained_at >= settings.model_retrain_s
-        if stale and due and (self._training is None or self._training.done()):
-            data = evidence.training_set()
-            if len(data.queries) >= settings.model_min_queries:
-                self._models[key] = (time.monotonic(), model)  # no second start while this runs
-                self._training = asyncio.get_running_loop().create_task(
-                    self._train(key, data, text_scores, settings, evidence.generation))
+        if (stale and due and len(evidence.queries) >= settings.model_min_queries
+                and (self._training is None or self._training.done())):
+            self._models[key] = (time.monotonic(), model)  # no second start while this runs
+            self._training = asyncio.get_running_loop().create_task(
+                self._train(key, evidence, text_scores, settings, model))
         return model
 
-    async def _train(self, key: tuple[str, bytes], data: TrainingSet,
+    async def _train(self, key: tuple[str, bytes], evidence: Evidence,
                      text_scores: Callable[[TrainingSet], np.ndarray], settings: MemorySettings,
-                     generation: int) -> None:
+                     previous: ToolModel | None) -> None:
+        def work() -> ToolModel | None:  # the training set too is built off the loop
+            data = evidence.training_set()
+            if len(data.queries) < settings.model_min_queries:  # repeated queries counted once
+                return previous
+            return train(data, text_scores, weight=settings.weight, neutral=settings.neutral,
+                         evidence=settings.evidence, l2=settings.model_l2, steps=MODEL_STEPS,
+                         rate=MODEL_RATE, generation=evidence.generation)
+
         try:
-            model = await asyncio.to_thread(
-                train, data, text_scores, weight=settings.weight, neutral=settings.neutral,
-                evidence=settings.evidence, l2=settings.model_l2, steps=MODEL_STEPS,
-                rate=MODEL_RATE, generation=generation)
+            model = await asyncio.to_thread(work)
         except Exception:  # a failed training leaves the previous model; the next call retries
             log.exception("tool usage: training the tool model failed")
             return
