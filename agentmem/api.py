@@ -88,6 +88,10 @@ class Hygiene:
             cache_limits: bounds of this engine's in-process caches.
         """
         self.settings = settings or Settings.load(redis_url=redis_url, data_dir=data_dir)
+        if self.settings.model_runtime != "auto":  # before default_embedder() may load it
+            from agentmem.models.backend import configure
+
+            configure(self.settings.model_runtime)
         self.policy = load_policy(policy or self.settings.policy)
         self.tenant = tenant
         self.connector = RedisConnector(self.settings.redis_url, directory=self.settings.data_dir)

@@ -73,8 +73,12 @@ _HUB: dict[str, object] = {}
 
 
 def _hub_model(name: str) -> Any:
+    from agentmem.models.backend import runtime
     from agentmem.models.nli import NLIModel
 
+    if runtime() == "onnx":
+        raise RuntimeError(f"nli_model {name!r} from the hub runs on torch only (ONNX files exist "
+                           "for the shipped checkpoints): use model_runtime: torch")
     if name not in _HUB:
         _HUB[name] = NLIModel.load(name, allow_hub=True)
     return _HUB[name]
