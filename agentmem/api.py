@@ -88,6 +88,10 @@ class Hygiene:
             cache_limits: bounds of this engine's in-process caches.
         """
         self.settings = settings or Settings.load(redis_url=redis_url, data_dir=data_dir)
+        if self.settings.model_runtime != "auto":  # before default_embedder() may load it
+            from agentmem.models.backend import configure
+
+            configure(self.settings.model_runtime)
         self.policy = load_policy(policy or self.settings.policy)
         self.tenant = tenant
         self.connector = RedisConnector(self.settings.redis_url, directory=self.settings.data_dir)
@@ -181,6 +185,12 @@ class Hygiene:
             self._sync.stop()
             self._sync = None
         self.connector.close()
+
+    @property
+    def background_pending(self) -> int:
+        """After-reply jobs of this process not finished yet (``/healthz`` reports it: a
+        history imported in one call leaves a backlog of embeddings and detection)."""
+        return sum(not task.done() for task in self._background)
 
     async def drain(self) -> None:
         """Wait for this loop's background work (embeddings of the latest turns) to finish."""
@@ -358,7 +368,7 @@ class Hygiene:
                     history = await call.store.active_messages(call.handle) + history
                     check_conversation(history)
                 chains = chain_hashes(history)
-                call.prefix = await call.store.match_prefix(call.handle, chains)
+                call.prefix = await call.store.match_prefix(call.handle, chains, call.lock)
             except StoreUnavailable as error:
                 if stateful:
                     raise HygieneUnavailable(f"stateful mode needs the session store: {error}") from None

@@ -79,8 +79,13 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     configure_logging(log_format, log_level)
     settings = Settings.load(config, policy=policy, redis_url=redis_url)
     load_policy(settings.policy)  # a bad policy is one line before the banner, not after
+    from agentmem.models.backend import configure as configure_runtime
+    from agentmem.models.backend import runtime_for
+
+    if settings.model_runtime != "auto":
+        configure_runtime(settings.model_runtime)
     base = f"http://{host}:{port}"
-    banner = (f"agentmem on {base}/v1  policy={settings.policy}  "
+    banner = (f"agentmem on {base}/v1  policy={settings.policy}  models={runtime_for(None)}  "
               f"store={settings.redis_url or 'embedded'}" + (f"  workers={workers}" if workers > 1 else "")
               + f"\n  inspect: {base}/ui   metrics: {base}/metrics   health: {base}/healthz")
     if log_format == "json":
@@ -202,6 +207,27 @@ def echo_upstream(host: str = typer.Option("127.0.0.1"), port: int = typer.Optio
     server = uvicorn.Server(uvicorn.Config(create_echo_app(), log_level="warning"))
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=[listener])
+
+
+@app.command("export-onnx")
+def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder, pruner, nli "
+                                                   "(default: all three).")):
+    """Export the shipped models to ONNX for the torch-free runtime (a developer's step after
+    retraining a checkpoint; needs torch and onnx: the ``[dev]`` install)."""
+    import importlib.util
+
+    from agentmem.models.backend import torch_available
+    from agentmem.models.export_onnx import export_all
+
+    if not torch_available() or importlib.util.find_spec("onnxscript") is None:
+        _fail("agentmem: export-onnx needs torch, transformers, sentence-transformers, onnx and "
+              "onnxscript: pip install -c constraints.txt \"agentmem-hygiene[dev]\"")
+    which = models or ["embedder", "pruner", "nli"]
+    unknown = sorted(set(which) - {"embedder", "pruner", "nli"})
+    if unknown:
+        raise typer.BadParameter(f"unknown model(s) {unknown}; use embedder, pruner, nli")
+    for record in export_all(which):
+        print(json.dumps(record))
 
 
 def _run(coroutine):

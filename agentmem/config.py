@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -72,6 +72,10 @@ class Settings(BaseModel):
         default_factory=list, description="Folders of the operator's own policy files: a client "
         "may name one (file name without .yaml) in X-Agentmem-Policy, as it names a preset.")
     default_tenant: str = "default"
+    model_runtime: Literal["auto", "torch", "onnx"] = Field(
+        "auto", description="Where the models run: 'torch', 'onnx' (ONNX Runtime, no torch "
+        "needed), or 'auto': torch when it is installed, else onnx. 'auto' defers to "
+        "AGENTMEM_MODEL_RUNTIME when that is set (agentmem.models.backend).")
     allow_any_model: bool | None = Field(
         None, description="Forward model names not listed in `models:`. Default: false when "
         "`models:` lists any (they are the allow-list), true when it is empty.")

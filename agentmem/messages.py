@@ -289,8 +289,10 @@ def canonical(message: dict[str, Any]) -> dict[str, Any]:
     Clients echo an assistant reply back with extra nulls (``refusal``, ``audio``) or as text
     parts; those must hash the same as what we stored, or every call would fork the session.
     """
-    out: dict[str, Any] = {"role": message.get("role")}
     content = message.get("content")
+    if len(message) == 2 and type(content) is str and content and "role" in message:
+        return message  # the common case, already canonical (chain hashes run on every turn)
+    out: dict[str, Any] = {"role": message.get("role")}
     if isinstance(content, list) and all(p.get("type") == "text" for p in content):
         content = text_of(message)
     if content not in (None, ""):

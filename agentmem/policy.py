@@ -7,6 +7,7 @@ keys are errors, so a typo never silently turns a feature off.
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -109,8 +110,14 @@ class Policy(BaseModel):
 
 
 def preset_names() -> list[str]:
+    """The presets shipped in the package (read once: every call with X-Agentmem-Policy asks)."""
+    return list(_preset_names())
+
+
+@functools.cache
+def _preset_names() -> tuple[str, ...]:
     folder = resources.files("agentmem.policies")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml")))
 
 
 def load_policy(name_or_path: str | Path | Policy) -> Policy:

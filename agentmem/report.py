@@ -18,7 +18,7 @@ class Action(StrEnum):
     """What a decision did. Metrics, ``agentmem inspect`` and the /ui page switch on these
     values; the page reads them from ``GET /v1/agentmem/actions``."""
 
-    DROP_MESSAGE = "drop_message"  # a whole message (or tool-call unit) left out
+    DROP_MESSAGE = "drop_message"  # whole messages left out: detail.unit lists them all
     PRUNE_SPANS = "prune_spans"  # sentences removed from one message
     DROP_TOOL = "drop_tool"  # a tool not offered
     KEEP_TOOLS = "keep_tools"  # summary of the tool selection
@@ -42,6 +42,15 @@ class Decision(BaseModel):
     tool: str | None = None
     score: float | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+def decision_removals(decision: Decision) -> int:
+    """How many things one decision removed: spans of a message, or messages of a dropped unit
+    or run (``detail.unit``), else one."""
+    if decision.spans:
+        return len(decision.spans)
+    unit = decision.detail.get("unit") if decision.action is Action.DROP_MESSAGE else None
+    return len(unit) if isinstance(unit, list) and unit else 1
 
 
 class StageRun(BaseModel):

@@ -26,6 +26,7 @@ def test_overhead_bench_writes_the_documented_keys(tmp_path):
     assert result["by_turns"]["30"]["messages"] >= 30
     assert result["by_turns"]["30"]["peak_rss_mb"] > 100  # MiniLM alone is more
     assert result["by_turns"]["30"]["seed_ms_per_turn"] > 0
+    assert result["by_turns"]["30"]["ingest_ms_per_turn"] >= result["by_turns"]["30"]["seed_ms_per_turn"]
 
 
 def test_bench_kinds_read_their_formats(tmp_path):

@@ -110,6 +110,7 @@ def test_models_and_health(client, http):
     assert [m.id for m in client.models.list()] == ["echo"]
     health = http.get("/healthz").json()
     assert health["status"] == "ok" and health["redis"] == "ok"
+    assert isinstance(health["background"], int) and health["background"] >= 0
 
 
 def test_session_id_sources(client, http):

@@ -240,3 +240,29 @@ async def test_budget_uses_ingest_token_counts_of_the_matching_prefix_only(hygie
     result = await hygiene.apply(edited, session_id=session, policy=policy)
     assert result.report.tokens_after <= 100  # the 400-token edit was counted and dropped
     assert 1 not in result.kept_indices
+
+
+def test_consecutive_dropped_turns_are_one_decision_listing_each():
+    from agentmem.report import decision_removals
+    from agentmem.stages.prune import drop_runs
+
+    decisions = drop_runs({4: 0.1, 2: 0.3, 3: 0.2, 9: 0.05}, "not relevant")
+    assert [d.detail["unit"] for d in decisions] == [[2, 3, 4], [9]]
+    assert [d.detail["scores"] for d in decisions] == [[0.3, 0.2, 0.1], [0.05]]
+    assert [(d.message_index, d.score) for d in decisions] == [(2, 0.3), (9, 0.05)]
+    assert [decision_removals(d) for d in decisions] == [3, 1]
+    assert drop_runs({}, "none") == []
+
+
+async def test_a_long_history_reports_its_drops_compactly(hygiene):
+    filler = [m for i in range(60) for m in (
+        {"role": "user", "content": f"Tell me fact number {i} about volcanoes and their ash."},
+        {"role": "assistant", "content": f"Fact {i}: volcanic ash travels far on the wind."})]
+    history = [HISTORY[0], *HISTORY[1:3], *filler, HISTORY[-1]]
+    result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
+                                 policy=_policy(history_fraction=0.1))
+    drops = [d for d in result.report.stages[0].decisions if d.action == "drop_message"]
+    dropped = [i for d in drops for i in d.detail["unit"]]
+    assert dropped and len(drops) < len(dropped)  # runs, not one decision per turn
+    assert len(set(dropped)) == len(dropped) == len(history) - len(result.messages)
+    assert all(len(d.detail["scores"]) == len(d.detail["unit"]) for d in drops)

@@ -164,3 +164,61 @@ def test_tenants_are_isolated(tenant_proxy, session_id):
         openai.OpenAI(base_url=url, api_key="wrong", max_retries=0).chat.completions.create(
             model="echo", messages=[{"role": "user", "content": "x"}])
     assert httpx.get(f"{url}/sessions").status_code == 401
+
+
+async def test_the_lock_reads_the_stored_prefix_in_the_same_round_trip(data_dir):
+    """``locked`` pipelines the prefix probe after its SET; ``match_prefix`` uses it once, for
+    that holder only, and gives what its own reads give."""
+    import uuid
+
+    from agentmem import Hygiene
+    from agentmem.config import Settings
+    from agentmem.ingest import chain_hashes
+    from agentmem.store.sessions import SessionHandle
+
+    engine = Hygiene("off", settings=Settings(data_dir=data_dir))
+    session = f"probe-{uuid.uuid4().hex}"
+    history = [{"role": "user", "content": "Where is my parcel?"}]
+    async with engine.call({"model": "echo", "messages": history}, session_id=session) as call:
+        await call.finish({"role": "assistant", "content": "In Lyon."})
+    chains = chain_hashes([*history, {"role": "assistant", "content": "In Lyon."}])
+    store, handle = engine.store(), SessionHandle("default", session)
+    try:
+        async with store.locked(handle, timeout=5, wait=1) as lock:
+            assert store._take_probe(handle, b"another holder's token") is None  # never stale
+            async with store.locked(SessionHandle("default", session + "-b"), timeout=5, wait=1):
+                pass
+        async with store.locked(handle, timeout=5, wait=1) as lock:
+            assert handle.keys.lock in store._probes
+            probed = await store.match_prefix(handle, chains, lock)
+            assert handle.keys.lock not in store._probes  # used once
+            read = await store.match_prefix(handle, chains, lock)  # its own round trip now
+        assert probed == read and probed.matched == probed.stored == 2
+        assert handle.keys.lock not in store._probes
+    finally:
+        await engine.aclose()
+        engine.connector.close()
+
+
+async def test_after_reply_work_is_counted_until_it_is_done(data_dir):
+    """``background_pending`` (``/healthz``'s ``background``) counts the after-reply jobs a
+    call left, so an operator or the scaling bench can tell when an import has settled."""
+    import uuid
+
+    from agentmem import Hygiene
+    from agentmem.config import Settings
+
+    engine = Hygiene("default", settings=Settings(data_dir=data_dir))
+    history = [{"role": "user", "content": f"Fact {i}: the kettle is blue and ships to Lyon."}
+               for i in range(3)]
+    try:
+        assert engine.background_pending == 0
+        async with engine.call({"model": "echo", "messages": history},
+                               session_id=f"bg-{uuid.uuid4().hex}") as call:
+            await call.finish({"role": "assistant", "content": "Noted."})
+        assert engine.background_pending >= 1  # embeddings and detection, after the reply
+        await engine.drain()
+        assert engine.background_pending == 0
+    finally:
+        await engine.aclose()
+        engine.connector.close()

@@ -287,7 +287,8 @@ def test_bench_tools_warm_replays_traffic_but_never_the_evaluation_queries(tmp_p
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["warm_up"] == {"records": 4, "used": 3, "skipped_evaluation_queries": 1,
-                                 "examples": 3, "tools": 1, "unknown_tool_names": 0}
+                                 "examples": 3, "tools": 1, "unknown_tool_names": 0,
+                                 "tool_lists_primed": 1}  # its model (if enough queries) trained first
     assert set(result["recall_at"]) == {"5", "10", "adaptive"}
     assert result["settings"]["memory"]["learn"] is False  # frozen while measuring
     assert result["without_warm_up"]["recall_at"]["adaptive"] <= result["recall_at"]["adaptive"] == 1.0

@@ -103,10 +103,10 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
               answers_file: Path | None = None, floor: float | None = None) -> dict[str, Any]:
     from agentmem.bench.formats import PruneRecord, read_jsonl
     from agentmem.models.embedder import default_embedder
-    from agentmem.models.pruner import Pruner
+    from agentmem.models.pruner import cached_pruner
     from agentmem.models.registry import default_pruner_path
 
-    pruner = Pruner.load(checkpoint or default_pruner_path())
+    pruner = cached_pruner(checkpoint or default_pruner_path())  # on the configured runtime
     scores = pruner_scores(pruner, records)
     keep_rule = pruner.keep_rule() if floor is None else pruner.keep_rule(floor=floor)
     keeps = pruner_keeps(records, scores, keep_rule)

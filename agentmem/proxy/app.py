@@ -13,6 +13,7 @@ from fastapi import Depends, FastAPI, Request
 from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
+from agentmem.models.backend import configure as configure_runtime
 from agentmem.models.runtime import favour_latency
 from agentmem.proxy import (
     chat,
@@ -36,6 +37,8 @@ SHUTDOWN_GRACE_S = 3.0  # for calls' writes after uvicorn's own grace (see ``age
 def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = None,
                warm_models: bool = True) -> FastAPI:
     settings = settings or Settings.load()
+    if settings.model_runtime != "auto":  # process-wide, like the models it loads
+        configure_runtime(settings.model_runtime)
     engine = hygiene or Hygiene(settings=settings)
 
     @contextlib.asynccontextmanager
@@ -85,6 +88,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
                 "embedder": "loaded" if engine.embedder.loaded else "not loaded",
                 "policy": engine.policy.name, "version": __version__,
                 "process": os.getpid(),  # which worker answered (serve --workers N)
+                "background": engine.background_pending,
                 "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
 
     return app

@@ -73,8 +73,12 @@ _HUB: dict[str, object] = {}
 
 
 def _hub_model(name: str) -> Any:
+    from agentmem.models.backend import runtime
     from agentmem.models.nli import NLIModel
 
+    if runtime() == "onnx":
+        raise RuntimeError(f"nli_model {name!r} from the hub runs on torch only (ONNX files exist "
+                           "for the shipped checkpoints): use model_runtime: torch")
     if name not in _HUB:
         _HUB[name] = NLIModel.load(name, allow_hub=True)
     return _HUB[name]
@@ -83,6 +87,12 @@ def _hub_model(name: str) -> Any:
 @lru_cache(maxsize=65536)
 def _rule_verdict(older: str, newer: str, records: bool) -> RuleVerdict | None:
     return rule_clash(older, newer, records=records)
+
+
+def _may_clash(newer: str, source: str) -> bool:
+    """Whether any rule can fire on a pair with this newer side: tool outputs are compared as
+    records; people's text only by typed facts (see ``_rule``)."""
+    return source.startswith("tool:") or bool(extract_facts(newer))
 
 
 def _rule(older: str, newer: str, source: str) -> RuleVerdict | None:
@@ -124,6 +134,8 @@ def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
     earlier_of: dict[tuple[int, str], list[int]] = {}  # rows of one turn share their candidates
     for row in new_rows:
         pause_point()
+        if not _may_clash(statements.texts[row], statements.sources[row]):
+            continue
         key = (int(statements.position[row]), statements.sources[row])
         if key not in earlier_of:  # once per turn: per row it was 60 ms for a 10,000-line paste
             earlier_of[key] = _earlier_same_source(statements, row)[-MAX_RULE_CANDIDATES:]
@@ -147,14 +159,17 @@ def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash
     7."): each new turn of a source against each earlier turn of that source; the clash is
     placed on the sentences that hold the conflicting values."""
     by_position: dict[int, list[int]] = {}
-    for row in range(statements.size):
-        by_position.setdefault(int(statements.position[row]), []).append(row)
     out = []
     for position in sorted({int(statements.position[r]) for r in new_rows}):
         pause_point()
-        rows = by_position[position]
+        rows = np.flatnonzero(statements.position == position).tolist()
         source = statements.sources[rows[0]]
         newer_text = " ".join(statements.texts[r] for r in rows)
+        if not _may_clash(newer_text, source):
+            continue  # the usual new message: no typed fact, so no rule can fire (no scan)
+        if not by_position:
+            for row in range(statements.size):
+                by_position.setdefault(int(statements.position[row]), []).append(row)
         earlier = [p for p in by_position if p < position
                    and statements.sources[by_position[p][0]] == source][-MAX_RULE_CANDIDATES:]
         best: tuple[RuleVerdict, int] | None = None

@@ -84,8 +84,13 @@ def statements_of(corpus, history: list[dict], upto: int, patterns: list[str]) -
         for i, (row, position) in enumerate(zip(rows, positions.tolist())):
             start = third_party_from.get(position)
             relayed[i] = start is not None and corpus.spans[row][1] > start
+    trust = [trust_of[s] for s in sources]
+    if rows and rows[-1] == len(rows) - 1:  # the usual case, a prefix: C-level slices
+        k = len(rows)
+        return Statements(positions, corpus.spans[:k], corpus.texts[:k], corpus.vectors[:k],
+                          sources, trust, relayed, corpus.words[:k], calls)
     return Statements(positions, [corpus.spans[r] for r in rows], [corpus.texts[r] for r in rows],
-                      corpus.vectors[rows], sources, [trust_of[s] for s in sources], relayed,
+                      corpus.vectors[rows], sources, trust, relayed,
                       [corpus.words[r] for r in rows], calls)
 
 

@@ -39,6 +39,7 @@ from agentmem.lexical import terms
 from agentmem.messages import text_of
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
+from agentmem.state.tool_model import TrainingSet
 from agentmem.state.tool_usage import (
     Evidence,
     Example,
@@ -153,21 +154,30 @@ def memory_bonus(evidence: Evidence, vector: np.ndarray, settings: MemorySetting
     return bonus.astype(np.float32), nearest
 
 
-def select(scores: np.ndarray, pinned: np.ndarray, settings, top: float | None = None
-           ) -> tuple[np.ndarray, float]:
+def select(scores: np.ndarray, pinned: np.ndarray, settings, top: float | None = None,
+           learned: bool = False) -> tuple[np.ndarray, float]:
     """Kept mask: the pinned, the ``min_tools`` best, then the next best above the floor
     until ``max_tools`` are kept. The margin counts down from ``top`` (the best text score
-    when memory moved the scores; the best score otherwise). Returns the mask and the floor."""
+    when memory moved the scores; the best score otherwise). When memory scored the list
+    (``learned``) and the policy sets ``memory.margin``, that margin counts down from the best
+    final score and ``memory.max_tools`` caps the list instead: with a learned model the scores
+    say how sure the stage is, so a confident call keeps few tools and a flat one more, within
+    the same mean budget. Returns the mask and the floor."""
     order = np.argsort(-scores, kind="stable")
     keep = pinned.copy()
     keep[order[: settings.min_tools]] = True
     floor = -np.inf
     if settings.threshold is not None:
         floor = settings.threshold
-    if settings.margin is not None and len(order):
+    memory = settings.memory
+    margin, most = settings.margin, settings.max_tools
+    if learned and memory.margin is not None:
+        margin, top = memory.margin, None
+        most = memory.max_tools or most
+    if margin is not None and len(order):
         best = float(scores[order[0]]) if top is None else top
-        floor = max(floor, best - settings.margin)
-    room = settings.max_tools - int(keep.sum())
+        floor = max(floor, best - margin)
+    room = most - int(keep.sum())
     for index in order[settings.min_tools:]:
         if room <= 0 or scores[index] < floor:
             break
@@ -243,11 +253,11 @@ class ToolsStage(Stage):
         self._remember_offer(context, turn.query, vector, functions)
         scores = hybrid_scores(catalogue, vector, turn, settings)
         top = float(scores.max())
-        learned = await self._learned(context, catalogue, vector)
+        learned = await self._learned(context, catalogue, vector, turn)
         if learned is not None:
             scores = scores + learned[0]
         pinned = np.fromiter((n in reasons or not n for n in names), dtype=bool, count=len(names))
-        keep, floor = select(scores, pinned, settings, top=top)
+        keep, floor = select(scores, pinned, settings, top=top, learned=learned is not None)
         if not keep.all():
             self._record_drops(context, names, scores, keep, floor)
             kept = iter(keep.tolist())
@@ -258,19 +268,30 @@ class ToolsStage(Stage):
         self._summary(context, names, scores, keep, reasons, learned)
 
     @staticmethod
-    async def _learned(context: StageContext, catalogue: Catalogue, vector: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """Usage memory's (bonus, nearest cosine, examples) per tool, or None without any."""
-        memory = context.policy.tools.memory
+    async def _learned(context: StageContext, catalogue: Catalogue, vector: np.ndarray,
+                       turn: Turn) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool] | None:
+        """Usage memory's (bonus, nearest cosine, examples, model used) per tool, or None
+        without any. The bonus includes the scope's learned model's correction once one has
+        been trained (in the background; this only reads it)."""
+        settings = context.policy.tools
+        memory = settings.memory
         if not memory.enabled or context.store is None:
             return None
         scope = memory_scope(context.report.tenant, memory)
-        evidence = await context.state.catalogues.usage.evidence(
-            context.store.redis, scope, catalogue)
+        usage = context.state.catalogues.usage
+        evidence = await usage.evidence(context.store.redis, scope, catalogue)
         if evidence is None:
             return None
         bonus, nearest = memory_bonus(evidence, vector, memory)
-        return bonus, nearest, evidence.counts
+
+        def text_scores(data: TrainingSet) -> np.ndarray:  # run by the training thread
+            return np.stack([hybrid_scores(catalogue, row, Turn(query, query), settings)
+                             for row, query in zip(data.vectors, data.queries)])
+
+        model = usage.model_for(scope, catalogue, evidence, memory, text_scores)
+        if model is not None:
+            bonus = bonus + model.scores(vector)
+        return bonus, nearest, evidence.counts, model is not None
 
     @staticmethod
     def _remember_offer(context: StageContext, query: str, vector: np.ndarray | None,
@@ -350,17 +371,18 @@ class ToolsStage(Stage):
     @staticmethod
     def _summary(context: StageContext, names: list[str], scores: np.ndarray, keep: np.ndarray,
                  reasons: dict[str, str],
-                 learned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+                 learned: tuple[np.ndarray, np.ndarray, np.ndarray, bool] | None = None) -> None:
         kept = [n for n, k in zip(names, keep.tolist()) if k]
         detail: dict[str, Any] = {"offered": len(names), "kept": kept,
                                   "scores": dict(zip(names, _rounded(scores))), "pinned": reasons}
         if learned is not None:  # kept tools with past queries: what memory added, and why
-            bonus, nearest, counts = learned
+            bonus, nearest, counts, modelled = learned
             rows = np.flatnonzero((counts > 0) & keep)
             detail["memory"] = {
                 names[i]: {"examples": n, "nearest": c, "added": b} for i, n, c, b in zip(
                     rows.tolist(), counts[rows].tolist(), _rounded(nearest[rows]), _rounded(bonus[rows]))}
             detail["tools_with_memory"] = int(np.count_nonzero(counts))
+            detail["model"] = modelled
         context.run.decisions.append(Decision(
             action=Action.KEEP_TOOLS,
             reason=f"kept {len(kept)} of {len(names)} tools: the most relevant to the turn and "

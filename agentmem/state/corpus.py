@@ -69,6 +69,8 @@ class Corpus:
     vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, DIMENSION), np.float32))
     embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))  # per row
     lexical: BM25Index = field(default_factory=BM25Index)
+    room: np.ndarray | None = None  # ``vectors`` is a view of its first rows (see _append)
+    chars: int = -1  # characters of ``texts``, kept as rows are added (-1: not counted yet)
 
     @property
     def covered(self) -> int:
@@ -81,7 +83,9 @@ class Corpus:
 
     @property
     def nbytes(self) -> int:
-        return self.vectors.nbytes + 64 * len(self.spans) + sum(len(t) for t in self.texts)
+        if self.chars < 0:  # counted once; _append keeps it (every call's eviction asks)
+            self.chars = sum(len(t) for t in self.texts)
+        return self.vectors.nbytes + 64 * len(self.spans) + self.chars
 
 
 def _cache_key(context: StageContext) -> str:
@@ -375,11 +379,13 @@ def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
         first += count
     corpus.lexical.extend(rows.postings)  # built with the rows: one step here, on the loop
     corpus.words.extend(rows.words)
+    if corpus.chars >= 0:
+        corpus.chars += sum(len(t) for t in rows.texts)
     corpus.texts.extend(rows.texts)
     corpus.spans.extend(rows.spans)
     corpus.position = np.concatenate([corpus.position, np.asarray(rows.position, np.int64)])
     corpus.tokens = np.concatenate([corpus.tokens, rows.tokens])
-    corpus.vectors = np.vstack([corpus.vectors, rows.vectors])
+    corpus.vectors = _grown(corpus, rows.vectors)
     corpus.embedded = np.concatenate([corpus.embedded, rows.embedded])
     corpus.chains.extend(chains)
 
@@ -393,3 +399,17 @@ async def _stored_vectors(context: StageContext, start: int, upto: int) -> dict[
     ids = (await store.active_ids(session))[start:end]
     raw = await store.embeddings(session, ids)
     return {start + offset: from_bytes(raw[turn]) for offset, turn in enumerate(ids) if turn in raw}
+
+
+def _grown(corpus: Corpus, new: np.ndarray) -> np.ndarray:
+    """The vectors with ``new`` rows after them, in a buffer that grows by half again when
+    full: a call adds a turn's few rows, and stacking a 2,000-turn session's matrix (~9 MB)
+    anew each time cost the call path milliseconds. Views handed out earlier stay valid."""
+    have, add = len(corpus.vectors), len(new)
+    room = corpus.room
+    if room is None or corpus.vectors.base is not room or len(room) < have + add:
+        room = np.empty((max(64, have + add, (have + add) * 3 // 2), DIMENSION), np.float32)
+        room[:have] = corpus.vectors
+        corpus.room = room
+    room[have:have + add] = new
+    return room[:have + add]

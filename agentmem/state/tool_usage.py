@@ -21,16 +21,21 @@ Scoring reads this on the call path, so each engine keeps a scope's memory in pr
 re-syncs it from Redis at most every ``refresh_s`` seconds (one HGETALL, then a read of only
 the tools whose ``updated_at`` changed, which another replica wrote); this engine's own writes
 apply at once. The catalogue's tools' examples are stacked into one matrix per tool list and
-memory generation, so a call pays one matrix product.
+memory generation, so a call pays one matrix product. Once a scope has enough distinct past
+queries for a tool list, a small model (agentmem/state/tool_model.py) is trained for that
+(scope, list) in a worker thread after the memory changes; it lives in process only (retrained
+from Redis by any replica that serves the scope) and the call path just reads the last one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from redis.exceptions import RedisError
 
 from agentmem.models.embedder import DIMENSION, from_bytes, to_bytes
+from agentmem.state.tool_model import ToolModel, TrainingSet, train
 from agentmem.store.keys import ID_PATTERN, tool_usage_examples, tool_usage_index
 
 if TYPE_CHECKING:
@@ -47,6 +53,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentmem")
 
+MODEL_STEPS = 200  # Adam steps per training: converged on 900 queries x 200 tools (CV)
+MODEL_RATE = 0.05
 ANY_SCHEMA = "*"  # an example labelled by tool name alone holds for every schema of that name
 EVERY_TENANT = "*"
 
@@ -81,6 +89,24 @@ class MemorySettings(BaseModel):
     share_tenants: list[str] = Field(
         default_factory=list, description="Tenants that read and write the share_as memory "
         "instead of their own ('*': all tenants).")
+    model: bool = Field(
+        True, description="Train a query-to-tool model per scope and tool list in the background "
+        "from the memory, and add its correction to the score (agentmem/state/tool_model.py).")
+    model_min_queries: int = Field(
+        30, ge=2, description="Distinct past queries (of the offered tools) before a model is "
+        "trained; fewer teach a linear model little beyond the nearest-query bonus.")
+    model_retrain_s: float = Field(
+        60.0, ge=0, description="A model is retrained when the memory changed and its last "
+        "training is at least this old (one training runs at a time, in a worker thread).")
+    model_l2: float = Field(
+        1e-3, ge=0, description="L2 penalty on the model's weights: larger keeps it closer to "
+        "the prior (chosen by cross-validation on warm-up traffic).")
+    margin: float | None = Field(
+        None, ge=0, description="When memory scored the list: keep tools within this of the best "
+        "final score instead of the tools.margin from the best text score (null: tools.margin).")
+    max_tools: int | None = Field(
+        None, ge=1, description="When memory scored the list: most tools kept (null: "
+        "tools.max_tools). With margin, confident calls keep few and flat ones more.")
 
     @field_validator("share_as")
     @classmethod
@@ -157,6 +183,20 @@ class Evidence:
     starts: np.ndarray  # first row of each tool in ``tools``
     tools: np.ndarray  # catalogue index of each tool that has examples
     counts: np.ndarray  # examples per catalogue tool (0 for most in a young memory)
+    queries: list[str] = field(default_factory=list)  # the text of each row of ``vectors``
+    generation: int = 0  # the scope memory's generation it was stacked from
+
+    def training_set(self) -> TrainingSet:
+        """Each distinct query once, labelled with every offered tool it led to."""
+        rows: dict[str, int] = {}
+        owner = np.repeat(self.tools, self.counts[self.tools])
+        for row, query in enumerate(self.queries):
+            rows.setdefault(query, row)
+        labels = np.zeros((len(rows), len(self.counts)), dtype=bool)
+        position = {query: index for index, query in enumerate(rows)}
+        for row, query in enumerate(self.queries):
+            labels[position[query], owner[row]] = True
+        return TrainingSet(self.vectors[list(rows.values())], list(rows), labels)
 
     def nearest(self, query: np.ndarray) -> np.ndarray:
         """Cosine between the query and each tool's nearest past query (0 where none).
@@ -183,6 +223,8 @@ class ToolUsage:
         self._scopes: OrderedDict[str, ScopeMemory] = OrderedDict()
         self._stacks: OrderedDict[tuple[str, bytes], tuple[int, Evidence | None]] = OrderedDict()
         self._offers: OrderedDict[tuple[str, ...], Offer] = OrderedDict()
+        self._models: OrderedDict[tuple[str, bytes], tuple[float, ToolModel | None]] = OrderedDict()
+        self._training: asyncio.Task[None] | None = None
 
     # -- offers: the call path leaves what it scored; the reply's hook takes it ------------------
 
@@ -207,6 +249,8 @@ class ToolUsage:
             self._stacks.move_to_end(key)
             return cached[1]
         evidence = _stack(memory, catalogue)
+        if evidence is not None:
+            evidence.generation = memory.generation
         self._stacks[key] = (memory.generation, evidence)
         while len(self._stacks) > self.max_stacks:
             self._stacks.popitem(last=False)
@@ -254,6 +298,55 @@ class ToolUsage:
         total = sum(m.vectors for m in self._scopes.values())
         while total > self.max_vectors and len(self._scopes) > 1:
             total -= self._scopes.popitem(last=False)[1].vectors
+
+    # -- the learned model (agentmem/state/tool_model.py) -----------------------------------------
+
+    def model_for(self, scope: str, catalogue: Catalogue, evidence: Evidence,
+                  settings: MemorySettings, text_scores: Callable[[TrainingSet], np.ndarray]
+                  ) -> ToolModel | None:
+        """The model trained last for this scope and tool list (None before the first), and,
+        when the memory moved on since and the last training is ``model_retrain_s`` old, a new
+        training started in a worker thread (one at a time): the call path never waits for it."""
+        if not settings.model:
+            return None
+        key = (scope, catalogue.key)
+        trained_at, model = self._models.get(key, (-1e9, None))
+        if key in self._models:
+            self._models.move_to_end(key)
+        stale = model is None or model.generation != evidence.generation
+        due = time.monotonic() - trained_at >= settings.model_retrain_s
+        if (stale and due and len(evidence.queries) >= settings.model_min_queries
+                and (self._training is None or self._training.done())):
+            self._models[key] = (time.monotonic(), model)  # no second start while this runs
+            self._training = asyncio.get_running_loop().create_task(
+                self._train(key, evidence, text_scores, settings, model))
+        return model
+
+    async def _train(self, key: tuple[str, bytes], evidence: Evidence,
+                     text_scores: Callable[[TrainingSet], np.ndarray], settings: MemorySettings,
+                     previous: ToolModel | None) -> None:
+        def work() -> ToolModel | None:  # the training set too is built off the loop
+            data = evidence.training_set()
+            if len(data.queries) < settings.model_min_queries:  # repeated queries counted once
+                return previous
+            return train(data, text_scores, weight=settings.weight, neutral=settings.neutral,
+                         evidence=settings.evidence, l2=settings.model_l2, steps=MODEL_STEPS,
+                         rate=MODEL_RATE, generation=evidence.generation)
+
+        try:
+            model = await asyncio.to_thread(work)
+        except Exception:  # a failed training leaves the previous model; the next call retries
+            log.exception("tool usage: training the tool model failed")
+            return
+        self._models[key] = (time.monotonic(), model)
+        while len(self._models) > self.max_stacks:
+            self._models.popitem(last=False)
+
+    async def trained(self) -> None:
+        """Wait for the training under way, if any (benchmarks and tests: what a deployment
+        serves once its background training finished)."""
+        if self._training is not None:
+            await asyncio.shield(self._training)
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -354,14 +447,17 @@ def _stack(memory: ScopeMemory, catalogue: Catalogue) -> Evidence | None:
     """One matrix of the catalogue's tools' examples: each tool's own schema's, then the ones
     labelled for any schema of its name."""
     parts: list[np.ndarray] = []
+    texts: list[str] = []
     tools: list[int] = []
     counts = np.zeros(len(catalogue.names), dtype=np.int64)
     schemas = catalogue.schemas or [ANY_SCHEMA] * len(catalogue.names)
     for index, (name, schema) in enumerate(zip(catalogue.names, schemas)):
         found = [memory.tools.get(identity_key(name, schema)),
                  memory.tools.get(identity_key(name, ANY_SCHEMA)) if schema != ANY_SCHEMA else None]
-        rows = [t.vectors for t in found if t is not None and len(t.queries)]
+        present = [t for t in found if t is not None and len(t.queries)]
+        rows = [t.vectors for t in present]
         if rows:
+            texts += [query for t in present for query in t.queries]
             matrix = rows[0] if len(rows) == 1 else np.vstack(rows)
             parts.append(matrix)
             tools.append(index)
@@ -371,7 +467,7 @@ def _stack(memory: ScopeMemory, catalogue: Catalogue) -> Evidence | None:
     sizes = [len(p) for p in parts]
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     return Evidence(np.ascontiguousarray(np.vstack(parts), dtype=np.float32), starts,
-                    np.asarray(tools, dtype=np.int64), counts)
+                    np.asarray(tools, dtype=np.int64), counts, texts)
 
 
 def _pack(example: Example) -> bytes:

@@ -44,8 +44,14 @@ def _machine() -> str | None:
 
 
 def this_process() -> str:
-    """This process, as ``machine.pid.start`` (``x`` where it cannot be told)."""
-    machine, pid = _machine(), os.getpid()
+    """This process, as ``machine.pid.start`` (``x`` where it cannot be told). Read once per
+    PID (a forked worker has its own): every lock token names it."""
+    return _process(os.getpid())
+
+
+@functools.cache
+def _process(pid: int) -> str:
+    machine = _machine()
     start = _start_time(pid) if machine else None
     if machine is None or start is None:
         return "x"

@@ -155,6 +155,7 @@ class SessionStore:
         self._commit_script = redis.register_script(_COMMIT)
         self._delete_if_equal = redis.register_script(_DELETE_IF_EQUAL)
         self._chain_memo: OrderedDict[str, list[str]] = OrderedDict()  # see turn_tokens
+        self._probes: dict[str, tuple[str, list[Any]]] = {}  # lock key: (token, prefix reads)
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -173,7 +174,7 @@ class SessionStore:
                                thread_local=False)
         token = owner.new_token()
         try:
-            acquired = await lock.acquire(blocking=False, token=token)
+            acquired = await self._acquire_and_probe(lock, handle, token, timeout)
             if not acquired and await self._break_if_dead(handle.keys.lock):
                 acquired = await lock.acquire(blocking=False, token=token)
             if not acquired:
@@ -189,9 +190,34 @@ class SessionStore:
             yield lock
         finally:
             keeper.cancel()
+            self._probes.pop(handle.keys.lock, None)
             if lock.local.token is not None:  # commit() may have released it already
                 with contextlib.suppress(LockError, RedisError, OSError):
                     await lock.release()
+
+    async def _acquire_and_probe(self, lock: Lock, handle: SessionHandle, token: str,
+                                 timeout: float) -> bool:
+        """The lock's first try and ``match_prefix``'s reads in one round trip: the reads
+        come after the SET in the pipeline, so when the SET wins they see the session as the
+        lock holder will (the previous holder's commit and release are one script). When it
+        loses they are discarded. Saves a round trip on every call."""
+        keys = handle.keys
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(keys.lock, token, nx=True, px=int(timeout * 1000) if timeout else None)
+            _probe_prefix(pipe, keys)
+            acquired, *probe = await pipe.execute()
+        if not acquired:
+            return False
+        lock.local.token = token.encode()  # what Lock.acquire records: release/extend use it
+        self._probes[handle.keys.lock] = (token, probe)
+        return True
+
+    def _take_probe(self, handle: SessionHandle, token: bytes | None) -> list[Any] | None:
+        """The reads taken with this holder's lock, once (a stale probe is never used)."""
+        entry = self._probes.pop(handle.keys.lock, None)
+        if entry is None or token is None or entry[0].encode() != token:
+            return None
+        return entry[1]
 
     async def _break_if_dead(self, key: str) -> bool:
         """Free a lock whose holder is a process of this machine that has died (a proxy
@@ -217,15 +243,17 @@ class SessionStore:
     # -- ingest -------------------------------------------------------------------------------
 
     @_wrap_errors
-    async def match_prefix(self, handle: SessionHandle, chains: list[str]) -> StoredPrefix:
-        """Compare the client's chain hashes with the stored ones (usually one round trip)."""
+    async def match_prefix(self, handle: SessionHandle, chains: list[str],
+                           lock: Lock | None = None) -> StoredPrefix:
+        """Compare the client's chain hashes with the stored ones (usually no round trip of
+        its own: ``locked`` read the ends of the chain with the lock)."""
         keys = handle.keys
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.llen(keys.chain)
-            pipe.hlen(keys.turns)
-            pipe.lindex(keys.chain, -1)
-            pipe.exists(keys.meta)
-            stored, next_id, probe, exists = await pipe.execute()
+        taken = self._take_probe(handle, lock.local.token) if lock is not None else None
+        if taken is None:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                _probe_prefix(pipe, keys)
+                taken = await pipe.execute()
+        stored, next_id, probe, exists = taken
         n = len(chains)
         if stored == 0:
             return StoredPrefix(0, 0, next_id, 0, bool(exists))
@@ -426,3 +454,12 @@ class SessionStore:
         removed = await self.redis.delete(*keys.data_keys())
         await self.redis.zrem(tenant_index(handle.tenant), handle.session_id)
         return removed > 0
+
+
+def _probe_prefix(pipe: Any, keys: Any) -> None:
+    """What ``match_prefix`` reads first: stored turns, next turn id, the last chain entry,
+    and whether the session exists."""
+    pipe.llen(keys.chain)
+    pipe.hlen(keys.turns)
+    pipe.lindex(keys.chain, -1)
+    pipe.exists(keys.meta)

@@ -254,7 +254,12 @@
         } else if (d.action === ACTIONS.QUARANTINE && d.span) {
           slot(position).quarantined.push({ span: d.span, reason: `quarantine: ${d.reason}`, score: d.score });
         } else if (d.action === ACTIONS.DROP_MESSAGE) {
-          slot(position).dropped = { reason: `${stage.stage}: ${d.reason}`, score: d.score };
+          // detail.unit: every message the decision drops (a tool-call unit, a run of turns)
+          const unit = (d.detail && d.detail.unit) || [position];
+          const scores = (d.detail && d.detail.scores) || [];
+          unit.forEach((index, k) => {
+            slot(index).dropped = { reason: `${stage.stage}: ${d.reason}`, score: scores[k] ?? d.score };
+          });
         }
       }
     }

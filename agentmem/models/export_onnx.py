@@ -1,0 +1,261 @@
+"""Dev-time export of the three shipped models to ONNX (``agentmem export-onnx``; needs torch).
+
+The light install runs the models on ONNX Runtime without torch, so the ONNX files cannot be
+made at first use (that would need torch, the thing the light install leaves out): they are
+exported here from the torch models and shipped in the package, one ``model.onnx`` next to
+each checkpoint's weights, with an ``onnx.json`` recording the sha256 of the weights they were
+exported from. A test compares that record with the weights in the repository, so a retrained
+checkpoint whose ONNX file was not re-exported fails the suite instead of serving a stale model.
+
+Weights are stored in float16 and cast to float32 inside the graph (ONNX Runtime folds the
+casts once, at session start, so inference runs in float32 as the torch path does). The
+pruner's and NLI's ONNX files hold no weights of their own: they read them from the
+checkpoint's ``model.safetensors`` (``_share_weights``), so the package carries them once. Why
+float16 rather than int8: the pruner and NLI checkpoints are float16 already, so the ONNX
+files hold exactly their numbers (parity with torch is float32 rounding, not quantisation
+error), and every file stays under 50 MB; the embedder's float32 weights lose only float16
+rounding (cosine to the torch vectors above 0.9999), which matters because its vectors are
+stored in Redis and compared with vectors the other backend made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ONNX_FILE = "model.onnx"
+RECORD_FILE = "onnx.json"
+OPSET = 18
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _store_float16(path: Path) -> None:
+    """Rewrite ``path`` with its large float32 initializers stored as float16 plus a Cast."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    initializers, casts = [], []
+    for tensor in graph.initializer:
+        if tensor.data_type == TensorProto.FLOAT and int(np.prod(tensor.dims)) >= 1024:
+            half = numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float16),
+                                           f"{tensor.name}__float16")
+            initializers.append(half)
+            casts.append(helper.make_node("Cast", [half.name], [tensor.name],
+                                          to=TensorProto.FLOAT, name=f"{tensor.name}__cast"))
+        else:
+            initializers.append(tensor)
+    del graph.initializer[:]
+    graph.initializer.extend(initializers)
+    nodes = casts + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def _safetensors_index(path: Path) -> dict[str, tuple[str, list[int], int, bytes]]:
+    """name -> (dtype, shape, byte offset in the file, raw bytes), read from the header (the
+    format: an 8-byte little-endian header size, a JSON header, then the tensors' bytes)."""
+    raw = path.read_bytes()
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + size])
+    out = {}
+    for name, entry in header.items():
+        if name != "__metadata__":
+            start, end = entry["data_offsets"]
+            out[name] = (entry["dtype"], entry["shape"], 8 + size + start,
+                         raw[8 + size + start:8 + size + end])
+    return out
+
+
+def _share_weights(path: Path, weights: Path) -> int:
+    """Point the graph's float16 initializers at the checkpoint's own ``model.safetensors``
+    (ONNX external data: file, offset, length) instead of holding a copy: the pruner and NLI
+    checkpoints are float16 in the safetensors layout ONNX reads, so the ONNX file shrinks from
+    44 MB to ~1 MB and the package holds their weights once. The exporter stores some weights
+    transposed; those get a Transpose of the shared tensor, folded once at session start like
+    the casts. Returns how many tensors are shared; the ones not found stay inline."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    index = _safetensors_index(weights)
+    found: dict[bytes, tuple[str, bool]] = {}
+    for name, (dtype, shape, _, raw) in index.items():
+        if dtype == "F16":
+            array = np.frombuffer(raw, dtype=np.float16).reshape(shape)
+            found[hashlib.sha256(array.tobytes()).digest()] = (name, False)
+            if array.ndim == 2:
+                found[hashlib.sha256(np.ascontiguousarray(array.T).tobytes()).digest()] = (name, True)
+    model = onnx.load(str(path))
+    graph = model.graph
+    inline = {tensor.name: tensor for tensor in graph.initializer}
+    shared: dict[str, Any] = {}
+    head, rest = [], []
+    for node in graph.node:
+        source = node.input[0] if node.op_type == "Cast" and node.input else ""
+        hit = None
+        if source.endswith("__float16") and source in inline:
+            half = np.ascontiguousarray(numpy_helper.to_array(inline[source]))
+            hit = found.get(hashlib.sha256(half.tobytes()).digest())
+        if hit is None:
+            rest.append(node)
+            continue
+        name, transposed = hit
+        if name not in shared:
+            dtype, shape, offset, raw = index[name]
+            tensor = TensorProto(name=f"weights/{name}", data_type=TensorProto.FLOAT16, dims=shape,
+                                 data_location=TensorProto.EXTERNAL)
+            for key, value in (("location", weights.name), ("offset", str(offset)),
+                               ("length", str(len(raw)))):
+                entry = tensor.external_data.add()
+                entry.key, entry.value = key, value
+            shared[name] = tensor
+        source_name = f"weights/{name}"
+        if transposed:
+            head.append(helper.make_node("Transpose", [source_name], [f"{node.output[0]}__t"],
+                                         perm=[1, 0]))
+            source_name = f"{node.output[0]}__t"
+        head.append(helper.make_node("Cast", [source_name], [node.output[0]], to=TensorProto.FLOAT))
+        del inline[source]
+    del graph.initializer[:]
+    graph.initializer.extend([*inline.values(), *shared.values()])
+    del graph.node[:]
+    graph.node.extend(head + rest)
+    onnx.save(model, str(path))
+    onnx.checker.check_model(str(path))
+    return len(shared)
+
+
+def _export(module: Any, inputs: tuple[Any, ...], names: list[str], outputs: list[str],
+            target: Path) -> None:
+    import torch
+
+    batch, tokens = torch.export.Dim("batch"), torch.export.Dim("tokens", max=512)
+    shapes = tuple({0: batch, 1: tokens} for _ in inputs)
+    torch.onnx.export(module.eval(), inputs, str(target), dynamo=True, opset_version=OPSET,
+                      input_names=names, output_names=outputs, dynamic_shapes=shapes,
+                      external_data=False, verbose=False)
+    _store_float16(target)
+
+
+def _record(folder: Path, source: Path, source_sha256: str, what: str, *,
+            shared: int = 0) -> dict[str, Any]:
+    import torch
+
+    record: dict[str, Any] = {
+        "model": what, "source": str(source.name), "source_sha256": source_sha256,
+        "onnx_sha256": sha256_of(folder / ONNX_FILE), "opset": OPSET,
+        "exported_with": f"torch {torch.__version__}",
+        "storage": "float16 weights, cast to float32 in the graph"}
+    if shared:  # the graph reads these tensors from the checkpoint's safetensors file
+        record["weights_file"] = source.name
+        record["shared_tensors"] = shared
+    (folder / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def export_embedder(target: Path) -> dict[str, Any]:
+    """all-MiniLM-L6-v2 (verified weights) with its mean pooling and L2 normalisation."""
+    import torch
+
+    from agentmem.models.embedder import WEIGHTS_SHA256, Embedder
+
+    embedder = Embedder()
+    model = embedder.load()
+    bert = model[0].auto_model.float()
+
+    class Sentence(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    token_type_ids: torch.Tensor) -> torch.Tensor:
+            hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                               token_type_ids=token_type_ids)[0]
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+    target.mkdir(parents=True, exist_ok=True)
+    ids = torch.ones((2, 16), dtype=torch.long)
+    _export(Sentence(), (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+            ["input_ids", "attention_mask", "token_type_ids"], ["sentence_embedding"], target / ONNX_FILE)
+    shutil.copyfile(Path(embedder.path) / "tokenizer.json", target / "tokenizer.json")
+    return _record(target, Path(embedder.path) / "model.safetensors", WEIGHTS_SHA256,
+                   "sentence-transformers/all-MiniLM-L6-v2")
+
+
+def export_pruner(folder: Path) -> dict[str, Any]:
+    """A Provence-layout checkpoint: (rank logit [B], token logits [B, T, 2])."""
+    import torch
+
+    from agentmem.models.provence import load_model
+
+    model, _, _ = load_model(folder)
+
+    class Heads(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model.float()
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.model(input_ids, attention_mask)
+
+    ids = torch.ones((2, 16), dtype=torch.long)
+    _export(Heads(), (ids, torch.ones_like(ids)), ["input_ids", "attention_mask"],
+            ["rank_logits", "token_logits"], folder / ONNX_FILE)
+    source = folder / "model.safetensors"
+    shared = _share_weights(folder / ONNX_FILE, source)
+    return _record(folder, source, sha256_of(source), "pruner", shared=shared)
+
+
+def export_nli(folder: Path) -> dict[str, Any]:
+    """A sequence classifier: logits [B, labels] in the checkpoint's own label order."""
+    import torch
+
+    from agentmem.models.nli import NLIModel
+
+    model = NLIModel.load(folder).model.float()
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    token_type_ids: torch.Tensor) -> torch.Tensor:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).logits
+
+    ids = torch.ones((2, 16), dtype=torch.long)
+    _export(Logits(), (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+            ["input_ids", "attention_mask", "token_type_ids"], ["logits"], folder / ONNX_FILE)
+    source = folder / "model.safetensors"
+    shared = _share_weights(folder / ONNX_FILE, source)
+    return _record(folder, source, sha256_of(source), "nli", shared=shared)
+
+
+def export_all(which: list[str]) -> list[dict[str, Any]]:
+    """Export the shipped models named in ``which`` (embedder, pruner, nli) in place."""
+    from agentmem.models.registry import default_embedder_onnx_path, default_nli_path, default_pruner_path
+
+    jobs = {"embedder": lambda: export_embedder(Path(default_embedder_onnx_path())),
+            "pruner": lambda: export_pruner(Path(default_pruner_path())),
+            "nli": lambda: export_nli(Path(default_nli_path()))}
+    return [jobs[name]() for name in which]

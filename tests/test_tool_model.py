@@ -1,0 +1,116 @@
+"""The learned query-to-tool model: what it learns, that it trains off the call path, that it
+stays inside its tenant, and the selection that uses it."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+
+from agentmem.stages.tools import ToolSettings, select
+from agentmem.state.tool_model import TrainingSet, fit, leave_one_out_bonus, train
+from agentmem.state.tool_usage import memory_scope
+from agentmem.tools_memory import ToolExample, add_tool_examples
+from tests.test_tool_usage import _kept, _policy, _probe, _summary, engine  # noqa: F401
+
+LEARNING = "zeta_lookup"
+REPAIRS = ["When will my espresso maker be fixed?", "Is the repair of my coffee grinder finished?",
+           "Has the technician repaired my broken coffee machine?",
+           "How long until my kettle comes back from the repair shop?",
+           "Any news on fixing my blender?", "Is my toaster repaired yet?"]
+PROBE = "What is the status of my coffee machine repair?"
+
+
+def _clusters(seed: int = 0) -> tuple[TrainingSet, np.ndarray]:
+    """Three tools, each asked about from its own direction; the prior favours tool 0 always."""
+    rng = np.random.default_rng(seed)
+    centres = np.eye(3, 8, dtype=np.float32)
+    rows, labels = [], []
+    for tool in range(3):
+        for _ in range(20):
+            vector = centres[tool] + 0.2 * rng.standard_normal(8).astype(np.float32)
+            rows.append(vector / np.linalg.norm(vector))
+            labels.append(np.eye(3, dtype=bool)[tool])
+    data = TrainingSet(np.vstack(rows), [str(i) for i in range(60)], np.vstack(labels))
+    prior = np.tile(np.asarray([0.5, 0.0, 0.0], dtype=np.float32), (60, 1))
+    return data, prior
+
+
+def test_the_model_learns_which_tool_a_kind_of_query_leads_to():
+    data, prior = _clusters()
+    model = fit(data, prior, l2=1e-3, steps=200, rate=0.05)
+    centres = np.eye(3, 8, dtype=np.float32)
+    for tool in range(3):  # the correction beats the misleading prior for each kind of query
+        scores = prior[0] + model.scores(centres[tool])
+        assert int(np.argmax(scores)) == tool
+    # A heavy penalty keeps the model at (almost) nothing: the prior decides.
+    frozen = fit(data, prior, l2=100.0, steps=200, rate=0.05)
+    assert float(np.abs(frozen.scores(centres[1])).max()) < 0.05
+
+
+def test_a_tool_without_past_queries_is_never_pushed_down():
+    """Tools 0-2 have past queries, tool 3 (a new tool) has none: it gets no correction, and
+    the corrections of the others sum to zero, so the group is not lifted above it either."""
+    data, prior = _clusters()
+    data = TrainingSet(data.vectors, data.queries, np.hstack([data.labels, np.zeros((60, 1), bool)]))
+    model = train(data, lambda d: np.hstack([prior, np.zeros((60, 1), np.float32)]), weight=0.0,
+                  neutral=0.3, evidence=1.0, l2=1e-3, steps=200, rate=0.05, generation=7)
+    assert model.generation == 7 and model.weights.shape == (4, 8)
+    for tool in range(3):
+        scores = model.scores(np.eye(3, 8, dtype=np.float32)[tool])
+        assert scores[3] == 0.0 and abs(float(scores[:3].sum())) < 1e-3
+        assert int(np.argmax(scores[:3] + prior[0])) == tool
+
+
+def test_leave_one_out_never_lets_an_example_vouch_for_itself():
+    vectors = np.eye(3, 4, dtype=np.float32)
+    labels = np.asarray([[True, False], [True, False], [False, True]])
+    data = TrainingSet(vectors, ["a", "b", "c"], labels)
+    bonus = leave_one_out_bonus(data, weight=2.0, neutral=0.3, evidence=1.0)
+    assert bonus[2, 1] == 0.0  # tool 1's only example: no other example speaks for it
+    # Tool 0 for row 0: its other example (row 1) is orthogonal, cosine 0, below neutral.
+    assert np.isclose(bonus[0, 0], 2.0 * 1 / 2 * (0.0 - 0.3))
+
+
+def test_select_with_memory_uses_its_own_margin_from_the_best_final_score():
+    settings = ToolSettings(max_tools=3, min_tools=1, margin=0.5,
+                            memory={"margin": 1.0, "max_tools": 5})
+    scores = np.asarray([3.0, 2.5, 2.2, 2.1, 2.05, 1.0, 0.0], dtype=np.float32)
+    pinned = np.zeros(len(scores), dtype=bool)
+    plain, _ = select(scores, pinned, settings, top=2.0)
+    assert plain.tolist() == [True, True, True, False, False, False, False]  # text top 2.0 - 0.5
+    learned, floor = select(scores, pinned, settings, top=2.0, learned=True)
+    assert floor == 2.0 and learned.sum() == 5  # best final 3.0 - 1.0, up to memory.max_tools
+    unset = ToolSettings(max_tools=3, min_tools=1, margin=0.5)
+    assert select(scores, pinned, unset, top=2.0, learned=True)[0].tolist() == plain.tolist()
+
+
+async def test_the_model_trains_in_the_background_and_stays_in_its_tenant(engine):  # noqa: F811
+    policy = _policy(model_min_queries=4, model_retrain_s=0)
+    examples = [ToolExample(query=q, tool=LEARNING) for q in REPAIRS]
+    examples += [ToolExample(query=q, tool="get_weather_forecast")
+                 for q in ("Will it rain in Oslo?", "Do I need an umbrella in Rome today?")]
+    await add_tool_examples(engine, examples, policy=policy)
+    usage = engine.state.catalogues.usage
+
+    first = await _probe(engine, policy)
+    assert _summary(first)["model"] is False  # the call never waits: training started behind it
+    await usage.trained()
+    second = await _probe(engine, policy)
+    assert _summary(second)["model"] is True
+    assert LEARNING in _kept(second)
+    scope = memory_scope(engine.tenant, policy.tools.memory)
+    assert {key[0] for key in usage._models} == {scope}
+
+    # Another tenant of the same engine and Redis: no memory, no model, today's selection.
+    other = f"other-{uuid.uuid4().hex[:6]}"
+    engine.tenant, mine = other, engine.tenant
+    try:
+        theirs = await _probe(engine, policy)
+    finally:
+        engine.tenant = mine
+    assert "memory" not in _summary(theirs) and LEARNING not in _kept(theirs)
+
+    # Switched off by the policy: the nearest-query bonus alone, no model.
+    off = await _probe(engine, _policy(model=False))
+    assert _summary(off)["model"] is False
