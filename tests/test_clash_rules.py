@@ -215,3 +215,24 @@ def test_gazetteer_world_knowledge() -> None:
     assert osaka and japan and madrid
     assert places.contains(japan, osaka) and not places.contains(japan, madrid)
     assert places.resolve("nice", proper=False) is None  # everyday words are not towns
+
+
+def test_a_first_turn_has_its_facts_read_only_when_something_earlier_can_clash(monkeypatch):
+    """A first message (a 1 MB paste, say) has nothing earlier to contradict: the rules must
+    not read its typed facts at all (that took 7 s on the call path for a 1 MB paste)."""
+    import numpy as np
+
+    from agentmem.quarantine import clash
+    from agentmem.quarantine.statements import Statements
+
+    read: list[str] = []
+    real = clash.extract_facts
+    monkeypatch.setattr(clash, "extract_facts", lambda text: read.append(text) or real(text))
+    texts = ["I am 30 years old.", "I live in Paris."]
+    first = Statements(np.array([0, 0]), [(0, 1), (0, 1)], texts, np.zeros((2, 384), np.float32),
+                       ["user", "user"], ["user", "user"], np.zeros(2, bool), [[], []])
+    assert clash.all_rule_clashes(first, [0, 1]) == [] and read == []
+    later = Statements(np.array([0, 1]), [(0, 1), (0, 1)], ["I am 30 years old.", "I am 41 years old."],
+                       np.zeros((2, 384), np.float32), ["user", "user"], ["user", "user"],
+                       np.zeros(2, bool), [[], []])
+    assert [c.newer for c in clash.all_rule_clashes(later, [1])] == [1] and read  # still found

@@ -134,12 +134,12 @@ def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
     earlier_of: dict[tuple[int, str], list[int]] = {}  # rows of one turn share their candidates
     for row in new_rows:
         pause_point()
-        if not _may_clash(statements.texts[row], statements.sources[row]):
-            continue
         key = (int(statements.position[row]), statements.sources[row])
         if key not in earlier_of:  # once per turn: per row it was 60 ms for a 10,000-line paste
             earlier_of[key] = _earlier_same_source(statements, row)[-MAX_RULE_CANDIDATES:]
         earlier = earlier_of[key]
+        if not earlier or not _may_clash(statements.texts[row], statements.sources[row]):
+            continue  # nothing to compare with, or no rule can fire (facts read only then)
         best: tuple[RuleVerdict, int] | None = None
         for number, older in enumerate(reversed(earlier)):
             if number % 32 == 31:
@@ -162,6 +162,8 @@ def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash
     out = []
     for position in sorted({int(statements.position[r]) for r in new_rows}):
         pause_point()
+        if not (statements.position < position).any():
+            continue  # a first turn: nothing earlier (never read a paste's facts for nothing)
         rows = np.flatnonzero(statements.position == position).tolist()
         source = statements.sources[rows[0]]
         newer_text = " ".join(statements.texts[r] for r in rows)
