@@ -321,3 +321,15 @@ def test_light_install_serves_without_torch(tmp_path):
     assert result["report"]
     assert result["heavy"] == []
     assert result["kept"] and result["nli_rows"] == 1
+
+
+def test_the_embedder_batches_shortest_first_and_returns_rows_in_order():
+    """Mixed lengths are encoded sorted (less padding) and handed back in the caller's order."""
+    from agentmem.models.embedder import default_embedder
+
+    embedder = default_embedder()
+    texts = ["A long sentence about the blue kettle that ships to Lyon on Monday morning.",
+             "Hi.", "The parcel is at a UPS Access Point near the customer's address.", "Ok"]
+    together = embedder.encode(texts)
+    alone = np.vstack([embedder.encode([text]) for text in texts])
+    assert together.shape == (4, 384) and np.allclose(together, alone, atol=1e-5)

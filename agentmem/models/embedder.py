@@ -100,7 +100,17 @@ class Embedder:
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
         model = self.load()
-        texts = [text[:MAX_CHARS] for text in texts]
+        # Batched shortest first: a batch is padded to its longest text, so mixed lengths in
+        # arrival order cost up to ~45% more (LoCoMo sentences, batches of 64); rows go back
+        # to the caller's order at the end.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        texts = [texts[i][:MAX_CHARS] for i in order]
+        matrix = self._encode_sorted(model, texts)
+        out = np.empty_like(matrix)
+        out[order] = matrix
+        return out
+
+    def _encode_sorted(self, model, texts: list[str]) -> np.ndarray:
         if not hasattr(model, "preprocess"):  # ONNX Runtime: its session is thread-safe
             return np.vstack([model.encode(texts[start:start + self.batch_size])
                               for start in range(0, len(texts), self.batch_size)])
