@@ -12,7 +12,6 @@ from typing import Any
 import orjson
 
 from agentmem.messages import chain_hash, message_hash, text_of
-from agentmem.models.embedder import Embedder, to_bytes
 from agentmem.store.sessions import TurnRecord
 from agentmem.text import MESSAGE_OVERHEAD_TOKENS, count_tokens, split_sentences
 
@@ -78,23 +77,4 @@ def build_turns(history: list[dict[str, Any]], chains: list[str], start: int, fi
             source=source_of(message, history[:position]),
         ))
     return turns
-
-
-def embed_turns(embedder: Embedder, turns: list[TurnRecord]) -> dict[int, bytes]:
-    """One float16 matrix per turn, rows aligned with the turn's sentence spans."""
-    texts, owners = [], []
-    for turn in turns:
-        text = text_of(turn.message)
-        for start, end in turn.sentences:
-            texts.append(text[start:end])
-            owners.append(turn.id)
-    if not texts:
-        return {}
-    matrix = embedder.encode(texts)
-    out: dict[int, bytes] = {}
-    for turn in turns:
-        rows = [i for i, owner in enumerate(owners) if owner == turn.id]
-        if rows:
-            out[turn.id] = to_bytes(matrix[rows[0]: rows[-1] + 1])
-    return out
 

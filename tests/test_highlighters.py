@@ -12,6 +12,7 @@ import torch
 
 from agentmem.models.highlighters import OpenSearchHighlighter, load_scorer
 from agentmem.models.pruner import cached_pruner
+from tests.conversations import backup_log_conversation
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +67,7 @@ def test_opensearch_backend_prunes_a_tool_output_through_the_proxy(
     (policy_dir / "opensearch.yaml").write_text(
         f"name: opensearch\nstages: [prune]\nprune: {{checkpoint: '{opensearch_checkpoint}', "
         "large_tool_output_tokens: 20, threshold: 0.5}\n")
-    output = " ".join(f"Line {i} of the nightly log says backup {i} finished." for i in range(12))
-    messages = [{"role": "user", "content": "Did backup 7 finish?"},
-                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
-                                                      "function": {"name": "logs", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": output}]
+    output, messages = backup_log_conversation()
     scorer = cached_pruner(str(opensearch_checkpoint))
     [score] = scorer.score_batch([("Did backup 7 finish? logs {} " + output[:1000],
                                    [s for s in output.split(". ")])])

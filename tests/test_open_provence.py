@@ -19,6 +19,7 @@ from safetensors.torch import save_file
 
 from agentmem.models.highlighters import OpenProvenceHighlighter, ZillizHighlighter, load_scorer
 from agentmem.models.pruner import cached_pruner
+from tests.conversations import backup_log_conversation
 
 WORDS = ["what", "is", "the", "capital", "of", "france", "paris", "it", "rained", "today",
          "bees", "like", "lavender", "did", "backup", "finish", "line", "nightly", "log", "says",
@@ -207,11 +208,7 @@ def test_open_provence_backend_prunes_a_tool_output_through_the_proxy(
     (policy_dir / "zilliz.yaml").write_text(
         f"name: zilliz\nstages: [prune]\nprune: {{checkpoint: '{folder}', "
         "large_tool_output_tokens: 20, threshold: 0.5}\n")
-    output = " ".join(f"Line {i} of the nightly log says backup {i} finished." for i in range(12))
-    messages = [{"role": "user", "content": "Did backup 7 finish?"},
-                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
-                                                      "function": {"name": "logs", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": output}]
+    output, messages = backup_log_conversation()
     assert isinstance(cached_pruner(str(folder)), OpenProvenceHighlighter)
     client.chat.completions.create(model="echo", messages=messages, extra_headers={
         "X-Session-Id": session_id, "X-Agentmem-Policy": "zilliz"})

@@ -51,7 +51,7 @@ import torch
 from torch import nn
 
 from agentmem.models.provence import load_state, resolve_folder
-from agentmem.models.pruner import Pruner, SentenceScores, _Block
+from agentmem.models.pruner import Pruner, SentenceScores, _Block, pack_blocks
 
 OPENSEARCH_ARCHITECTURE = "BertTaggerForSentenceExtractionWithBackoff"
 OPEN_PROVENCE_ARCHITECTURES = frozenset({"OpenProvenceForSequenceClassification",
@@ -177,25 +177,9 @@ class OpenProvenceHighlighter(Pruner):
         self._prefix, self._middle, self._suffix = _pair_specials(tokenizer)
 
     def _blocks(self, query: str, sentences: Sequence[str]) -> list[_Block]:
-        query_ids = self._tokens(query)[: self.max_length // 2]
-        head = [*self._prefix, *query_ids, *self._middle]
-        budget = self.max_length - len(head) - len(self._suffix)
-        blocks: list[_Block] = []
-        current = _Block(list(head), [-1] * len(head))
-        for index, sentence in enumerate(sentences):
-            ids = self._tokens(sentence if index == 0 else " " + sentence)
-            pieces = [ids[i:i + budget] for i in range(0, len(ids), budget)] or [[]]
-            for piece in pieces:
-                if len(current.input_ids) - len(head) + len(piece) > budget:
-                    blocks.append(current)
-                    current = _Block(list(head), [-1] * len(head))
-                current.input_ids += piece
-                current.owners += [index] * len(piece)
-        blocks.append(current)
-        for block in blocks:
-            block.input_ids += self._suffix
-            block.owners += [-1] * len(self._suffix)
-        return blocks
+        query_ids = self._tokens(query)[: self.max_length // 2]  # the raw query, upstream's way
+        return pack_blocks([*self._prefix, *query_ids, *self._middle], self._suffix,
+                           self.max_length, self._sentence_ids(sentences))
 
 
 ZillizHighlighter = OpenProvenceHighlighter  # zilliz/semantic-highlight-bilingual-v1's backend

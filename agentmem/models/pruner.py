@@ -92,24 +92,14 @@ class Pruner:
     def _blocks(self, query: str, sentences: Sequence[str]) -> list[_Block]:
         cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         query_ids = self._tokens(normalise_query(query))[: self.max_length // 2]
-        budget = self.max_length - len(query_ids) - 3
-        head = [cls_id, *query_ids, sep_id]
-        blocks: list[_Block] = []
-        current = _Block(list(head), [-1] * len(head))
-        for index, sentence in enumerate(sentences):
-            ids = self._tokens(sentence if index == 0 else " " + sentence)
-            pieces = [ids[i:i + budget] for i in range(0, len(ids), budget)] or [[]]
-            for piece in pieces:
-                if len(current.input_ids) - len(head) + len(piece) > budget:
-                    blocks.append(current)
-                    current = _Block(list(head), [-1] * len(head))
-                current.input_ids += piece
-                current.owners += [index] * len(piece)
-        blocks.append(current)
-        for block in blocks:
-            block.input_ids.append(sep_id)
-            block.owners.append(-1)
-        return blocks
+        return pack_blocks([cls_id, *query_ids, sep_id], [sep_id], self.max_length,
+                           self._sentence_ids(sentences))
+
+    def _sentence_ids(self, sentences: Sequence[str]) -> list[list[int]]:
+        """Each sentence's token ids as it reads inside the passage (a space before all but
+        the first)."""
+        return [self._tokens(sentence if index == 0 else " " + sentence)
+                for index, sentence in enumerate(sentences)]
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rank logit per row, token keep probability per row and token), float32 numpy."""
@@ -253,6 +243,30 @@ class Pruner:
                     "compression_rate": rates[0][0], "sentences": details[0][0]}
         return {"pruned_context": pruned, "reranking_score": rerank, "compression_rate": rates,
                 "sentences": details}
+
+
+def pack_blocks(head: list[int], suffix: list[int], max_length: int,
+                sentence_ids: list[list[int]]) -> list[_Block]:
+    """Sentences packed into model inputs of at most ``max_length`` tokens: ``head`` (the
+    special tokens and the query), as many whole sentences as fit, ``suffix``. A sentence
+    longer than a block's room is cut into pieces. ``owners`` names each token's sentence
+    (-1 for the head and suffix). Every backend's layout differs only in head and suffix."""
+    budget = max_length - len(head) - len(suffix)
+    blocks: list[_Block] = []
+    current = _Block(list(head), [-1] * len(head))
+    for index, ids in enumerate(sentence_ids):
+        pieces = [ids[i:i + budget] for i in range(0, len(ids), budget)] or [[]]
+        for piece in pieces:
+            if len(current.input_ids) - len(head) + len(piece) > budget:
+                blocks.append(current)
+                current = _Block(list(head), [-1] * len(head))
+            current.input_ids += piece
+            current.owners += [index] * len(piece)
+    blocks.append(current)
+    for block in blocks:
+        block.input_ids += suffix
+        block.owners += [-1] * len(suffix)
+    return blocks
 
 
 def _as_sentences(context: Any) -> tuple[str, list[tuple[int, int]]]:
