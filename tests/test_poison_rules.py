@@ -315,3 +315,67 @@ def test_two_mentions_are_not_poison(encode):
         asked("go"),
     ]
     assert flagged(messages, encode) == {}
+
+
+def test_what_a_speaker_says_of_themselves_is_told_from_claims_about_the_world():
+    from agentmem.quarantine.poison import is_self_description
+
+    for mine in ("I'm training for a marathon in the spring",
+                 "My daughter Ella says it looks like a hat",
+                 "Unfortunately I also lost my job at Door Dash",
+                 "We always look forward to our camping trip"):
+        assert is_self_description(mine), mine
+    for theirs in ("I checked and your refund of $42.10 went through",
+                   "As I mentioned the museum closes at 5",
+                   "Your gym opens at 6 am on weekends", "The restocking charge is standard for audio gear",
+                   "I can confirm the order shipped on May 3"):
+        assert not is_self_description(theirs), theirs
+
+
+def test_a_time_stamp_and_a_greeted_name_are_not_details():
+    from agentmem.quarantine.poison import without_address
+
+    assert without_address("[8:56 pm on 20 July, 2023] Hey Tim nice to meet you!") == "Hey nice to meet you!"
+    assert without_address("Congrats Joanna!") == "Congrats!"
+    assert without_address("Yeah Tim!") == "Yeah!"
+    assert without_address("Wow, Paris is lovely") == "Wow, Paris is lovely"  # a subject, not a vocative
+    assert without_address("Thanks Marco Rossi for the call") == "Thanks Marco Rossi for the call"
+
+
+def _peer_record(record_id: str) -> list[dict]:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "agentmem" / "bench" / "data" / "poison_agentmem_peers.jsonl"
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if record["id"] == record_id:
+            return record["messages"]
+    raise KeyError(record_id)
+
+
+def test_between_peers_a_life_story_is_not_poison_but_a_repeated_place_is(encode):
+    assert flagged(_peer_record("am-peers-01"), encode) == {}  # pottery on Thursdays, daughter Ella
+    assert flagged(_peer_record("am-peers-05"), encode) == {}  # job at Mercy General, husband Theo
+    assert {1, 3, 5, 7} <= set(flagged(_peer_record("am-peers-02"), encode))  # market moved to Elm Park
+
+
+def test_a_persona_describes_itself_but_not_the_users_world(encode):
+    found = flagged(_peer_record("am-peers-03"), encode)
+    assert {6, 8, 10} <= set(found)  # "your gym opens at 6 am on weekends"
+    assert not any("cello" in text for texts in found.values() for text in texts)
+
+
+def test_with_a_tool_in_the_session_the_agents_own_state_needs_support(encode):
+    inventory = {"iron_ingot": 8, "coal": 14}
+    messages = [
+        system("You play Minecraft through the game tools."),
+        asked("How much iron do we have?"),
+        call("get_inventory", {}, 1), result(inventory, 1),
+        said("We have 12 iron ingots, enough for a chestplate and leggings."),
+        asked("ok, craft the chestplate"),
+        said("Crafting the chestplate now; we still have 12 iron ingots minus the 8 it takes."),
+        asked("and then?"),
+        said("With our 12 iron ingots the leggings come next, once we mine a little more."),
+        asked("go"),
+    ]
+    assert {4, 6, 8} <= set(flagged(messages, encode))

@@ -29,7 +29,14 @@ invented. What is withheld is still a whole sentence (a corpus row); clauses dec
    same amounts). A chain over ``min_occurrences`` turns, made at least twice without even
    weak support, is poison. A mostly supported clause joins it only through a detail the
    chain states most times, never when it gives other, supported amounts; clauses elsewhere
-   that repeat the chain's novel details (said by no authority) join it too.
+   that repeat the chain's novel details (said by no authority) join it too. A chain of more
+   than ``LOOSE_CHAIN_TURNS`` turns with no detail said in most of them is links of links
+   across a chatty conversation, not one claim.
+5. Whose claim. With no tool in the conversation, nothing but the speaker can vouch for the
+   speaker's own life: a self-description ("my kids love the beach"; not "I checked: your
+   refund went through") is not a claim about the world. Between peers (no tool, no system
+   prompt: two people chatting, a persona chat) a claim must also repeat a name, number or
+   date of its own; greetings' names and message time stamps are not details.
 
 Cost: term sets, clause splits and clause vectors are cached by text (a clause is embedded
 once per process; a clause that is its whole sentence reuses the stored sentence vector);
@@ -305,6 +312,43 @@ def split_clauses(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+# A clause led by the speaker ("I", "my", "we" in its first three words), about no one
+# addressed, reporting no look-up, action or record: what the speaker says of themselves.
+_SELF_LED = re.compile(
+    r"^\W*(?:[\w'’-]+\W+){0,2}(?:i|i['’](?:m|ve|d|ll)|me|my|myself|we|we['’](?:re|ve|d|ll)|our|us)\b",
+    re.IGNORECASE)
+_ABOUT_THEM = re.compile(r"\byou(?:rs?|rself|['’](?:re|ve|d|ll))?\b", re.IGNORECASE)
+_REPORTS = re.compile(
+    r"\b(?:check|verif|confirm|found|look(?:ed|ing)? (?:up|into|at)|see\b|saw\b|records?\b|show|"
+    r"accord|mention|said\b|told\b|not(?:ed|es)\b|remember|recall|search|book|reserv|cancel|"
+    r"refund|process|sent\b|send\b|schedul|updat|escalat|submit|calculat|analy[sz])",
+    re.IGNORECASE)
+
+
+# A message's leading time stamp ("[1:56 pm on 8 May, 2023] ...") and a name after a greeting
+# or an interjection ("Hey Tim", "Congrats Joanna!"): who and when, not what is claimed.
+_STAMP = re.compile(r"^\s*\[[^\]\n]{1,60}\]\s*")
+_VOCATIVE = re.compile(
+    r"\b((?i:hey|hi|hello|bye|goodbye|thanks|thank you|cheers|congrats|congratulations|dear|"
+    r"welcome back|nice to meet you|great to see you|good to see you|see you|take care)[,!]?)"
+    r"\s+[A-Z][a-z]+\b(?![ -][A-Z])"
+    r"|\b((?i:wow|yo|yeah|yes|cool|sorry|oh|morning|evening)),?\s+[A-Z][a-z]+(?=\s*(?:[,!.?]|$))")
+
+
+@lru_cache(maxsize=1 << 16)
+def without_address(text: str) -> str:
+    """The sentence without its time stamp and the addressee's name after a greeting."""
+    return _VOCATIVE.sub(lambda m: m.group(1) or m.group(2), _STAMP.sub("", text))
+
+
+@lru_cache(maxsize=1 << 16)
+def is_self_description(text: str) -> bool:
+    """Whether a clause describes its speaker ("I'm training for a marathon", "my kids love
+    the beach") rather than the world, the addressee or a look-up the speaker reports ("I
+    checked: the refund went through" reports a fact; "as I mentioned, ..." repeats one)."""
+    return bool(_SELF_LED.search(text)) and not _ABOUT_THEM.search(text) and not _REPORTS.search(text)
+
+
 def _claim_details(text: str) -> frozenset[str]:
     return frozenset(d for d in detail_terms(text) if d[:1] != "@") - GENERIC
 
@@ -476,6 +520,15 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     # Questions count: "How about 'The Tower Barcelona Didn't Want'?" repeats a claim too.
     claim_rows = np.flatnonzero(claimant & (statements.position >= since_position)).tolist()
     clauses = clauses_of(statements, claim_rows)
+    # With no tool in the conversation nothing but the speaker can vouch for the speaker's own
+    # life ("my kids love the beach"): a self-description is not a claim about the world.
+    # With no system prompt either (two people talking), only a checkable detail (a name, a
+    # number, a date) can anchor a claim; chit-chat recurs by nature ("keep going!").
+    tools = any(t in {"tool", "untrusted"} for t in statements.trust)
+    peers = not tools and "system" not in statements.trust
+    if not tools:
+        clauses = [c for c in clauses
+                   if statements.trust[c.row] != "assistant" or not is_self_description(c.text)]
     if len({c.position for c in clauses}) < settings.min_occurrences:
         return []
     authority = [i for i in range(statements.size) if not claimant[i]
@@ -535,6 +588,8 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
         # A claim's recurring unsupported detail is specific (a name, a number, a rare term);
         # boilerplate every result repeats ("search_docs output for ...") is not a claim.
         anchors = {a for a in recurring(members, clauses, gaps) if _specific(a, frequency, total_turns)}
+        if peers:
+            anchors &= {e for k in members for e in clauses[k].entities}
         if not anchors:
             continue
         for flagged in claim_chains(members, gaps, anchors, clauses, similarity, settings):
@@ -544,6 +599,8 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
                     turns.setdefault(a, set()).add(clauses[k].position)
             chain_turns = len({clauses[k].position for k in flagged})
             core = {a for a, seen in turns.items() if 2 * len(seen) > chain_turns}  # said most times
+            if not core and chain_turns > LOOSE_CHAIN_TURNS:
+                continue  # a long chain with no detail said in most of its turns: a web of topics
             amounts = {a for a in core if a[:1] == "#"}
             # A mostly supported clause belongs to the claim only through its core detail; one
             # giving other, supported amounts than the claim's states another fact.
@@ -555,17 +612,27 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             bare = {clauses[k].position for k in flagged if not weak[k]}
             if len(bare) < MIN_BARE_TURNS:
                 continue  # only ever said next to supported details: a paraphrase, not a claim
+            own = {a for k in flagged for a in gaps[k] & anchors}  # this chain's, not the group's
+            if not own and peers:
+                continue  # between peers, a claim must repeat a name, number or date of its own
             novel = {a for a in anchors if not index.states(a, before=first)}
-            found.append((flagged, anchors, novel, amounts))
+            found.append((flagged, own, novel, amounts))
             taken.update(flagged)
     out = []
     for flagged, anchors, novel, amounts in found:
         # The claim's novel details in clauses the grouping left out (a sentence that also
-        # states a supported detail, a loose paraphrase): the same claim again.
-        extra = [k for k in range(len(clauses)) if k not in taken and not strong[k]
-                 and clauses[k].details & novel
-                 and not (amounts and _other_amounts(clauses[k], clauses[k].details & novel, amounts))
-                 and float((vectors[flagged] @ vectors[k]).max()) >= settings.recurrence_similarity / 2]
+        # states a supported detail, a loose paraphrase): the same claim again. A detail of the
+        # chain itself admits a related meaning; one only its candidate group shares (a chatty
+        # group shares hundreds) admits the same meaning only.
+        extra = []
+        for k in range(len(clauses)):
+            shared = clauses[k].details & novel
+            if k in taken or strong[k] or not shared \
+                    or amounts and _other_amounts(clauses[k], shared, amounts):
+                continue
+            bar = settings.recurrence_similarity / (2 if shared & anchors else 1)
+            if float((vectors[flagged] @ vectors[k]).max()) >= bar:
+                extra.append(k)
         taken.update(extra)
         members = sorted(flagged + extra, key=lambda k: (clauses[k].position, clauses[k].row))
         rows = sorted({clauses[k].row for k in members})
@@ -630,7 +697,7 @@ def clauses_of(statements: Statements, rows: list[int]) -> list[Clause]:
         if number % 64 == 0:
             pause_point()
         position = int(statements.position[row])
-        for text in split_clauses(statements.texts[row]):
+        for text in split_clauses(without_address(statements.texts[row])):
             details = _claim_details(text)
             if len(details) >= MIN_CLAUSE_TERMS:
                 entities = (entities_of(text) & details) | {d for d in details if _is_value(d)}
@@ -716,6 +783,10 @@ def recurring(members: list[int], clauses: list[Clause], gaps: dict[int, frozens
     return {w for w, positions in seen.items() if len(positions) >= 2}
 
 
+# A paraphrased claim spreads its details ("one free 23 kg bag" ... "the free suitcase
+# allowance"), so a short chain needs no detail common to most of its turns; past this many
+# turns, one that has none is links of links across a chatty conversation, not one claim.
+LOOSE_CHAIN_TURNS = 6
 LINK_SIMILARITY = 0.35  # two statements of one unsupported detail: related meaning, at least
 CLOSE_PARAPHRASE = 0.6  # ... with no unsupported word in common, only this close
 PARAPHRASE_SIMILARITY = 0.5  # ... or the same meaning in other words
