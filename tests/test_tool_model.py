@@ -7,6 +7,7 @@ import uuid
 
 import numpy as np
 
+from agentmem.models.embedder import from_bytes, to_bytes
 from agentmem.stages.tools import ToolSettings, select
 from agentmem.state.tool_model import TrainingSet, fit, leave_one_out_bonus, train
 from agentmem.state.tool_usage import memory_scope
@@ -114,3 +115,76 @@ async def test_the_model_trains_in_the_background_and_stays_in_its_tenant(engine
     # Switched off by the policy: the nearest-query bonus alone, no model.
     off = await _probe(engine, _policy(model=False))
     assert _summary(off)["model"] is False
+
+
+async def test_cross_validation_scores_with_the_memory_the_stage_reads(engine):  # noqa: F811
+    """`bench tools-cv` builds each fold's memory without Redis; it must be exactly what the
+    stage stacks after the same traffic was recorded (newest ``examples`` distinct queries per
+    tool identity, a repeated query once, float16 vectors), or its CV measures something else."""
+    from agentmem.bench.tools_cv import Traffic, _evidence
+    from agentmem.state.toolcat import function_of
+    from tests.test_tool_usage import TOOLS
+
+    policy = _policy(examples=3)
+    functions = [function_of(t) for t in TOOLS]
+    traffic = [(q, LEARNING) for q in REPAIRS]  # six: only the newest three stay
+    traffic += [("Will it rain in Oslo?", "get_weather_forecast"),
+                ("Book me a flight to Rome", "book_flight"),
+                ("Will it rain in Oslo?", "get_weather_forecast")]  # repeated: kept once
+    await add_tool_examples(engine, [ToolExample(query=q, tool=t, parameters=next(
+        f["parameters"] for f in functions if f["name"] == t)) for q, t in traffic], policy=policy)
+    redis = engine.store().redis
+    catalogue = await engine.state.catalogues.catalogue_for(functions, redis)
+    stage = await engine.state.catalogues.usage.evidence(
+        redis, memory_scope(engine.tenant, policy.tools.memory), catalogue)
+
+    queries = [q for q, _ in traffic]
+    vectors = engine.embedder.encode(queries)
+    gold = np.zeros((len(traffic), len(functions)), dtype=bool)
+    for row, (_, tool) in enumerate(traffic):
+        gold[row, catalogue.names.index(tool)] = True
+    data = Traffic(queries, vectors, from_bytes(to_bytes(vectors)),
+                   np.zeros(gold.shape, dtype=np.float32), gold)
+    mine = _evidence(data, list(range(len(traffic))), catalogue, policy.tools.memory.examples)
+    assert stage is not None and mine is not None
+    assert stage.counts.tolist() == mine.counts.tolist()
+    assert mine.counts[catalogue.names.index(LEARNING)] == 3
+    assert stage.tools.tolist() == mine.tools.tolist()
+    assert stage.queries == mine.queries
+    assert REPAIRS[:-4:-1] == [q for q in mine.queries if q in REPAIRS]  # newest first
+    np.testing.assert_array_equal(stage.vectors, mine.vectors)
+    probe = engine.embedder.encode([PROBE])[0]
+    np.testing.assert_array_equal(stage.nearest(probe), mine.nearest(probe))
+
+
+def test_bench_tools_cv_learns_from_other_folds_and_never_reads_the_evaluation_queries(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from tests.test_tool_usage import TOOLS
+
+    weather = ["Will it rain in Oslo tomorrow?", "Do I need an umbrella in Rome?",
+               "How hot will it be in Cairo this weekend?", "Is snow expected in Denver?"]
+    traffic = [{"id": f"r{i}", "query": q, "gold": [LEARNING]} for i, q in enumerate(REPAIRS)]
+    traffic += [{"id": f"w{i}", "query": q, "gold": ["get_weather_forecast"]}
+                for i, q in enumerate(weather)]
+    traffic.append({"id": "leak", "query": PROBE, "gold": [LEARNING]})  # an evaluation query
+    data, warm, out = tmp_path / "tools.jsonl", tmp_path / "traffic.jsonl", tmp_path / "cv.json"
+    data.write_text(json.dumps({"id": "probe", "query": PROBE, "messages": None, "tools": TOOLS,
+                                "gold": [LEARNING]}) + "\n")
+    warm.write_text("\n".join(json.dumps(r) for r in traffic) + "\n")
+    policy = tmp_path / "cv.yaml"
+    policy.write_text(json.dumps({"name": "cv", "stages": ["tools"], "tools": {
+        "min_offered": 4, "min_tools": 1, "max_tools": 2, "margin": 0.5,
+        "memory": {"margin": 0.5, "max_tools": 2}}}))
+    run = subprocess.run([sys.executable, "-m", "agentmem", "bench", "tools-cv", "--data", str(data),
+                          "--warm", str(warm), "--policy", str(policy), "--folds", "2",
+                          "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["skipped_evaluation_queries"] == 1 and result["queries"] == 10
+    # "Internal lookup service" never matches a repair question by its text; the other fold's
+    # repair questions make it the first choice.
+    assert result["warmed"]["gold_recall"] == 1.0 > result["cold"]["gold_recall"]
+    assert result["warmed"]["kept_mean"] <= 2

@@ -100,6 +100,33 @@ def tools(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benc
          json_out)
 
 
+@bench_app.command("tools-cv")
+def tools_cv(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benchmark file: "
+                                       "its tool list, and its queries, which are never used."),
+             warm: Path = typer.Option(..., exists=True, dir_okay=False, help="Traffic file "
+                                       "(past queries and the tools called), split into folds."),
+             policy: str = typer.Option("default", help="Policy preset or YAML path."),
+             folds: int = typer.Option(5, min=2, help="Folds."),
+             seed: int = typer.Option(0, help="Seed of the fold split and of --hide's draw."),
+             hide: float = typer.Option(0.0, min=0.0, max=0.95, help="Share of the tools whose "
+                                        "history every fold's memory leaves out."),
+             json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
+    """Cross-validate the usage memory on the warm-up traffic alone (choose tools.memory.*
+    with this, never with the evaluation file); see agentmem/bench/tools_cv.py."""
+    from agentmem.bench.formats import ToolsRecord, read_jsonl
+    from agentmem.bench.tools import read_traffic
+    from agentmem.bench.tools_cv import cross_validate
+
+    try:
+        records = read_jsonl(data, ToolsRecord)
+        traffic = read_traffic(warm)
+    except BenchDataError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    emit("bench tools-cv", cross_validate(records, traffic, policy=policy, folds=folds, seed=seed,
+                                          hide=hide), json_out)
+
+
 @bench_app.command()
 def overhead(json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
              calls: int = typer.Option(200, help="Measured calls per policy."),

@@ -215,8 +215,8 @@ async def warm_memory(hygiene, traffic: list[TrafficRecord], records: list[Tools
     from agentmem.state.toolcat import function_of
     from agentmem.tools_memory import ToolExample, add_tool_examples
 
-    evaluated = {_normal(r.query) for r in records}
-    evaluated |= {_normal(str(r.messages[-1].get("content") or "")) for r in records if r.messages}
+    evaluated = {normal_query(r.query) for r in records}
+    evaluated |= {normal_query(str(r.messages[-1].get("content") or "")) for r in records if r.messages}
     schemas: dict[str, dict[str, Any]] = {}  # name -> {schema json: parameters}
     for record in records:
         for tool in record.tools:
@@ -226,7 +226,7 @@ async def warm_memory(hygiene, traffic: list[TrafficRecord], records: list[Tools
     examples: list[ToolExample] = []
     skipped = unknown = 0
     for item in traffic:
-        if _normal(item.query) in evaluated:
+        if normal_query(item.query) in evaluated:
             skipped += 1
             continue
         for name in item.gold:
@@ -263,7 +263,7 @@ async def train_models(hygiene, records: list[ToolsRecord], most: int = PRIMED_L
     return min(len(seen), most)
 
 
-def _normal(text: str) -> str:
+def normal_query(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
