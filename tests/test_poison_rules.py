@@ -379,3 +379,14 @@ def test_with_a_tool_in_the_session_the_agents_own_state_needs_support(encode):
         asked("go"),
     ]
     assert {4, 6, 8} <= set(flagged(messages, encode))
+
+
+def test_a_repeated_statement_is_one_unit_at_its_first_place_speaking_for_every_row():
+    from agentmem.quarantine.poison import _distinct
+
+    words = frozenset({"dhl", "signatur"})
+    units = [_Unit(3, "user", words, rows=(5,)), _Unit(7, "tool", words, rows=(9,)),
+             _Unit(11, "user", words, rows=(14,)), _Unit(12, "user", frozenset({"dhl"}), rows=(15,))]
+    kept = _distinct(units)
+    assert [(u.position, u.trust, u.rows) for u in kept] == [(3, "user", (5, 14)), (7, "tool", (9,)),
+                                                              (12, "user", (15,))]
