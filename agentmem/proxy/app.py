@@ -14,7 +14,7 @@ from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
 from agentmem.models.backend import configure as configure_runtime
-from agentmem.models.runtime import favour_latency
+from agentmem.models.runtime import favour_latency, freeze_startup_objects
 from agentmem.proxy import (
     chat,
     highlight,
@@ -48,6 +48,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
         # loads meanwhile, and calls that arrive before MiniLM is in skip the stages needing it.
         warm = asyncio.get_running_loop().create_task(
             engine.warm_up(models=warm_models and engine.policy.embed))
+        warm.add_done_callback(lambda _: freeze_startup_objects())
         stopping = asyncio.Event()
         _resume_after(engine, warm, stopping)  # jobs a stopped or crashed server left behind
         try:
