@@ -93,7 +93,7 @@ async def measure(paste_mb: float, calls: int, history_turns: int, pause: float,
                   drain: bool = True) -> dict[str, Any]:
     from agentmem import Hygiene
     from agentmem.config import Settings
-    from agentmem.models.runtime import favour_latency
+    from agentmem.models.runtime import favour_latency, freeze_startup_objects
 
     favour_latency()  # as `agentmem serve` does
     with tempfile.TemporaryDirectory() as folder:
@@ -105,6 +105,7 @@ async def measure(paste_mb: float, calls: int, history_turns: int, pause: float,
             turn = history_turns
             await chat(hygiene, session, history, rng, turn)  # warm up: models, B's corpus
             await hygiene.drain()
+            freeze_startup_objects()  # as `agentmem serve` does once warm
             for k in range(3):
                 await chat(hygiene, session, history, rng, turn + 1 + k)
             await hygiene.drain()
