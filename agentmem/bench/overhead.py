@@ -298,6 +298,7 @@ async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
             history.append({"role": "assistant", "content": _text(size)})
         history.append({"role": "user", "content": "Seed the session."})
         conversation = f"turns-{size}"
+        await _settled(target)  # the previous size's calls leave after-reply work: not this seed's
         seed_ms, body = await post(target, history, conversation)  # ingest of the whole history
         settle_ms = await _settled(target)  # its after-reply work: embeddings, detection
         history.append({"role": "assistant", "content": body["choices"][0]["message"]["content"]})
