@@ -53,7 +53,7 @@ async def count_tokens(request: Request) -> Response:
     """The request's input tokens as the client wrote it (before hygiene), counted with the
     tokenizer the reports use (litellm's)."""
     try:
-        tenant_of(request)
+        await tenant_of(request)
         body = await read_json(request, request.app.state.settings.max_body_bytes)
         chat, _ = to_chat(parse_request(body, counting=True), body)
     except AgentmemError as error:
@@ -64,7 +64,7 @@ async def count_tokens(request: Request) -> Response:
 
 async def _create(request: Request) -> Response:
     state = request.app.state
-    tenant = tenant_of(request)
+    tenant = await tenant_of(request)
     body = await read_json(request, state.settings.max_body_bytes)
     headers = request.headers
     metadata = body.get("metadata") if isinstance(body, dict) else None
