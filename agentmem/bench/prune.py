@@ -64,13 +64,19 @@ def pruner_scores(pruner, records) -> list:
     return pruner.score_batch([(r.question, _inputs(r)) for r in records], batch_size=32)
 
 
-def pruner_keeps(records, scores, keep_rule: KeepRule) -> list[list[bool]]:
+def pruner_keeps(records, scores, keep_rule: KeepRule,
+                 similarities: Sequence[np.ndarray] | None = None) -> list[list[bool]]:
     """Decisions per record; a title is scored as sentence 0 but is not a record's sentence,
-    so it is dropped from the decisions and the floor neither counts nor adds it."""
+    so it is dropped from the decisions and the floor neither counts nor adds it.
+    ``similarities``: per record, its sentences' cosine to the question, fused into the
+    floor's order as the stage and ``/v1/highlight`` do."""
     keeps = []
-    for record, score in zip(records, scores):
+    for number, (record, score) in enumerate(zip(records, scores)):
         first = 1 if record.title else 0
-        decision = keep_rule.decide(score, range(first, len(score.probabilities)))
+        fused = None
+        if similarities is not None:
+            fused = [0.0] * first + [float(x) for x in similarities[number]]
+        decision = keep_rule.decide(score, range(first, len(score.probabilities)), fused)
         keeps.append(decision[first:])
     return keeps
 
@@ -109,7 +115,9 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
     pruner = cached_pruner(checkpoint or default_pruner_path())  # on the configured runtime
     scores = pruner_scores(pruner, records)
     keep_rule = pruner.keep_rule() if floor is None else pruner.keep_rule(floor=floor)
-    keeps = pruner_keeps(records, scores, keep_rule)
+    embedder = default_embedder()
+    sims = embedding_similarities(embedder, records)
+    keeps = pruner_keeps(records, scores, keep_rule, sims)
     result = prune_metrics(records, keeps, keep_rule.threshold)
     result["rule"], result["floor"] = keep_rule.rule, keep_rule.floor
     result["kept_sentences"] = kept_share(keeps)
@@ -119,11 +127,9 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
         result["token_compression"] = compression_result(records, scores, keeps, pruner.tokenizer,
                                                          squad_answers(answers_file))
     dev = read_jsonl(dev_file, PruneRecord) if dev_file else records
-    embedder = default_embedder()
-    dev_sims = embedding_similarities(embedder, dev)
+    dev_sims = sims if dev is records else embedding_similarities(embedder, dev)
     threshold, _ = choose(dev, lambda t: [list(s > t) for s in dev_sims],
                           [x / 100 for x in range(0, 81, 2)])
-    sims = dev_sims if dev is records else embedding_similarities(embedder, records)
     baseline = prune_metrics(records, [list(s > threshold) for s in sims], threshold)
     baseline["kept_sentences"] = kept_share([list(s > threshold) for s in sims])
     result["baselines"] = {"embedding_cosine": baseline}

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import string
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from agentmem.models.keep_rule import KeepRule, SentenceRule
+from agentmem.models.keep_rule import KeepRule, SentenceRule, query_similarities
 from agentmem.text import split_sentences
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -170,13 +170,16 @@ class Pruner:
                 batch_size: int = 32, threshold: float | None = None,
                 always_select_title: bool = False, reorder: bool = False, top_k: int = 5,
                 enable_warnings: bool = True, rule: SentenceRule | None = None,
-                floor: float | None = None, token_scores: bool = False) -> dict[str, Any]:
+                floor: float | None = None, token_scores: bool = False,
+                encode: Callable[[list[str]], Any] | None = None) -> dict[str, Any]:
         """Provence's ``process``. A context may be a string (split offline) or a list of
         sentences (used as given). Beyond the official keys the result carries, per context,
         ``sentences``: text, character span in ``pruned``'s source, probability and decision.
         ``floor`` (default: the checkpoint's) is the share of each context's tokens kept
         whatever the threshold (``agentmem.models.keep_rule``); 0 is Provence's own rule.
         ``token_scores`` adds each sentence's model tokens with their keep probabilities.
+        ``encode`` (a sentence embedder's): where the floor adds sentences, it takes them in
+        the model's order fused with their cosine to the question, as the prune stage does.
         """
         keep_rule = self.keep_rule(threshold, rule, floor)
         single = isinstance(question, str)
@@ -206,7 +209,12 @@ class Pruner:
         rates = [[0.0] * len(c) for c in contexts]
         details: list[list[list[dict[str, Any]] | None]] = [[None] * len(c) for c in contexts]
         for (qi, ci, text, spans, offset, title_is_first), score in zip(layout, scores):
-            keep = keep_rule.decide(score, range(offset, len(spans)))
+            eligible = range(offset, len(spans))
+            similarities = None
+            if encode is not None and keep_rule.short_of_floor(score, eligible):
+                own = [text[a:b] if a >= 0 else "" for a, b in spans]
+                similarities = query_similarities(encode, questions[qi], own)
+            keep = keep_rule.decide(score, eligible, similarities)
             title_index = 0 if (offset or title_is_first) else None
             if always_select_title and title_index is not None and any(keep):
                 keep[title_index] = True

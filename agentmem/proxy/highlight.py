@@ -57,9 +57,10 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
     keep_rule = pruner.keep_rule(
         query.threshold if query.threshold is not None else settings.threshold, settings.rule,
         query.floor if query.floor is not None else settings.floor)
+    encode = request.app.state.hygiene.embedder.encode  # the floor's order, as in the stage
     result = await run_inference(lambda: pruner.process(
         query.query, context, title=None, threshold=keep_rule.threshold, rule=keep_rule.rule,
-        floor=keep_rule.floor, token_scores=query.token_scores))
+        floor=keep_rule.floor, token_scores=query.token_scores, encode=encode))
     return {"object": "highlight", "reranking_score": result["reranking_score"],
             "threshold": keep_rule.threshold, "rule": keep_rule.rule, "floor": keep_rule.floor,
             "highlighted": result["pruned_context"],

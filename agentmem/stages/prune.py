@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentmem.conversation import agent_step_start, query_of, recent_start
 from agentmem.lexical import terms
 from agentmem.messages import text_of
+from agentmem.models.keep_rule import query_similarities
 from agentmem.models.runtime import run_inference
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
@@ -320,7 +321,16 @@ class PruneStage(Stage):
             probabilities, keep = [], []
             if head.spans:
                 scores = (await run_inference(_score_transcript, pruner, query, [head]))[head.index]
-                probabilities, keep = list(scores.probabilities), keep_rule.decide(scores)
+                similarities = None
+                embedder = context.state.embedder
+                # the model is unsure: the floor's order is fused with the query's cosine
+                # (never waiting for a MiniLM that a restarted server is still loading)
+                if embedder.loaded and keep_rule.short_of_floor(scores):
+                    own = [candidate.text[a:b] for a, b in head.spans]
+                    similarities = await run_inference(query_similarities, embedder.encode,
+                                                       query, own)
+                probabilities = list(scores.probabilities)
+                keep = keep_rule.decide(scores, similarities=similarities)
             tail = candidate.spans[len(head.spans):]
             if tail:  # past the call's pruner budget: the query's terms decide
                 unscored += len(tail)
