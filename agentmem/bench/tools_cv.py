@@ -141,12 +141,7 @@ def _evidence(data: Traffic, rows: list[int], catalogue: Catalogue, limit: int
             texts += [data.queries[r] for r in mine]
             tools.append(tool)
             counts[tool] = len(mine)
-    if not parts:
-        return None
-    sizes = [len(p) for p in parts]
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    return Evidence(np.ascontiguousarray(np.vstack(parts), dtype=np.float32), starts,
-                    np.asarray(tools, dtype=np.int64), counts, texts)
+    return Evidence.stacked(parts, tools, counts, texts)
 
 
 def _model(data: Traffic, evidence: Evidence | None, catalogue: Catalogue, policy: Policy):

@@ -186,6 +186,18 @@ class Evidence:
     queries: list[str] = field(default_factory=list)  # the text of each row of ``vectors``
     generation: int = 0  # the scope memory's generation it was stacked from
 
+    @classmethod
+    def stacked(cls, parts: list[np.ndarray], tools: list[int], counts: np.ndarray,
+                queries: list[str]) -> Evidence | None:
+        """Per tool with examples (catalogue index ``tools[i]``), its example vectors
+        ``parts[i]``, stacked in that order; None when no tool has any."""
+        if not parts:
+            return None
+        sizes = [len(p) for p in parts]
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        return cls(np.ascontiguousarray(np.vstack(parts), dtype=np.float32), starts,
+                   np.asarray(tools, dtype=np.int64), counts, queries)
+
     def training_set(self) -> TrainingSet:
         """Each distinct query once, labelled with every offered tool it led to."""
         rows: dict[str, int] = {}
@@ -462,12 +474,7 @@ def _stack(memory: ScopeMemory, catalogue: Catalogue) -> Evidence | None:
             parts.append(matrix)
             tools.append(index)
             counts[index] = len(matrix)
-    if not parts:
-        return None
-    sizes = [len(p) for p in parts]
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    return Evidence(np.ascontiguousarray(np.vstack(parts), dtype=np.float32), starts,
-                    np.asarray(tools, dtype=np.int64), counts, texts)
+    return Evidence.stacked(parts, tools, counts, texts)
 
 
 def _pack(example: Example) -> bytes:
