@@ -201,3 +201,39 @@ def test_policy_presets_and_errors(tmp_path):
     assert all(field in from_dict.value.message for field in ("stages", "ttl_seconds", "colour"))
     with pytest.raises(PolicyError, match="on_fault"):
         policy_from_dict({"name": "x", "on_fault": "explode"})
+
+
+async def test_litellm_callbacks_still_hear_every_call(hygiene, upstream):
+    """agentmem skips litellm's success logging only while nobody listens: a CustomLogger a
+    user registers gets the success event (with litellm's standard payload) as before."""
+    import asyncio
+
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+
+    from agentmem.upstream import litellm_logs_anything
+
+    class Heard(CustomLogger):
+        def __init__(self):
+            super().__init__()
+            self.successes: list[dict] = []
+
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+            self.successes.append(kwargs)
+
+    assert not litellm_logs_anything()
+    heard = Heard()
+    litellm.callbacks = [heard]
+    try:
+        assert litellm_logs_anything()
+        await hygiene.acompletion("openai/echo", [{"role": "user", "content": "heard?"}],
+                                  session_id=f"cb-{uuid.uuid4().hex}", policy="off",
+                                  api_base=f"{upstream.url}/v1", api_key="sk-test")
+        for _ in range(100):  # litellm logs in a task of its own
+            if heard.successes:
+                break
+            await asyncio.sleep(0.02)
+        assert len(heard.successes) == 1
+        assert heard.successes[0]["standard_logging_object"]["model"] == "echo"
+    finally:
+        litellm.callbacks = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -27,6 +28,8 @@ from agentmem.errors import SessionBusy
 from agentmem.report import Report
 from agentmem.store import owner
 from agentmem.store.keys import SessionKeys, tenant_index
+
+log = logging.getLogger("agentmem.store")
 
 
 class StoreUnavailable(Exception):
@@ -358,18 +361,26 @@ class SessionStore:
         for field_name, value in meta.items():
             args += [field_name, value]
         args.append(1 if release and lock is not None else 0)
-        try:
-            await self._commit_script(
+        # The tenant's session index lives in its own slot, so it cannot join the script; it
+        # is sent alongside on a second connection (one round trip on the call path, not two).
+        # A stale index entry is harmless: listing drops ids whose session is gone.
+        outcomes: tuple[Any, Any] = await asyncio.gather(
+            self._commit_script(
                 keys=[keys.lock, keys.meta, keys.turns, keys.active, keys.chain, keys.reports,
                       keys.report_ids, keys.embeddings, keys.quarantine], args=args,
-                client=self.redis)
-        except ResponseError as error:
-            if "LOCKLOST" in str(error):
-                raise LockError("the session lock expired before the call could be stored") from None
-            raise
+                client=self.redis),
+            self.redis.zadd(tenant_index(handle.tenant), {handle.session_id: now}),
+            return_exceptions=True)
+        committed, indexed = outcomes
+        if isinstance(committed, ResponseError) and "LOCKLOST" in str(committed):
+            raise LockError("the session lock expired before the call could be stored") from None
+        if isinstance(committed, BaseException):
+            raise committed
         if release and lock is not None:
             lock.local.token = None  # freed by the script; nothing left to release
-        await self.redis.zadd(tenant_index(handle.tenant), {handle.session_id: now})
+        if isinstance(indexed, Exception):  # the call is stored: only the listing is behind
+            log.warning("session %s: the tenant's session index was not updated: %s",
+                        handle.session_id, indexed)
 
     @_wrap_errors
     async def add_embeddings(self, handle: SessionHandle, embeddings: dict[int, bytes], *,
