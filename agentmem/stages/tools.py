@@ -22,6 +22,9 @@ that served queries like this one rises and one that served only other kinds of 
 tools never called keep the text score. The floor (``margin``) stays measured from the best
 text score: memory moves tools across that line, it does not move the line, so a fresh tool
 without history is kept exactly as before while the tools that history vouches for join it.
+With each recorded query goes what the request offered and which of those tools the stage
+showed the model (only the one ``tool_choice`` forces, when it forces one): the learned model
+treats a tool as passed over only where the model saw it.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from agentmem.state.tool_usage import (
     Example,
     MemorySettings,
     Offer,
+    OfferSet,
+    identity_key,
     memory_scope,
 )
 from agentmem.state.toolcat import Catalogue, function_of, schema_hash
@@ -250,7 +255,7 @@ class ToolsStage(Stage):
         redis = context.store.redis if context.store is not None else None
         catalogue = await context.state.catalogues.catalogue_for(functions, redis)
         vector = await context.query_vector(turn.query)
-        self._remember_offer(context, turn.query, vector, functions)
+        offer = self._remember_offer(context, turn.query, vector, functions)
         scores = hybrid_scores(catalogue, vector, turn, settings)
         top = float(scores.max())
         learned = await self._learned(context, catalogue, vector, turn)
@@ -258,6 +263,8 @@ class ToolsStage(Stage):
             scores = scores + learned[0]
         pinned = np.fromiter((n in reasons or not n for n in names), dtype=bool, count=len(names))
         keep, floor = select(scores, pinned, settings, top=top, learned=learned is not None)
+        if offer is not None and offer.shown is None and not keep.all():
+            offer.shown = keep.tolist()  # the model chooses among these only
         if not keep.all():
             self._record_drops(context, names, scores, keep, floor)
             kept = iter(keep.tolist())
@@ -295,16 +302,22 @@ class ToolsStage(Stage):
 
     @staticmethod
     def _remember_offer(context: StageContext, query: str, vector: np.ndarray | None,
-                        functions: list[dict[str, Any]]) -> None:
+                        functions: list[dict[str, Any]]) -> Offer | None:
         """Leave the scored query and the offered definitions for ``after_reply``, keyed by the
-        session and the chain hash of the request's last message (which the reply follows)."""
+        session and the chain hash of the request's last message (which the reply follows).
+        The caller marks the tools the model will be shown once it has chosen them; a tool
+        that ``tool_choice`` names is the only choice the model has."""
         memory = context.policy.tools.memory
         if not memory.learn or context.session is None or not context.chains:
-            return
+            return None
         handle = context.session
+        offer = Offer(memory_scope(handle.tenant, memory), query, vector, functions)
+        forced = _forced(context)
+        if forced is not None:
+            offer.shown = [f.get("name") == forced for f in functions]
         context.state.catalogues.usage.remember_offer(
-            (handle.tenant, handle.session_id, context.chains[-1]),
-            Offer(memory_scope(handle.tenant, memory), query, vector, functions))
+            (handle.tenant, handle.session_id, context.chains[-1]), offer)
+        return offer
 
     async def after_reply(self, context: StageContext, turns: list[TurnRecord]) -> None:
         """Record, for each tool the model called in the reply, the query this call scored.
@@ -324,11 +337,13 @@ class ToolsStage(Stage):
         if offer is None or not called:
             return
         offered = {str(f.get("name") or ""): f for f in offer.functions}
-        vector = offer.vector if offer.vector is not None else await context.query_vector(offer.query)
-        examples = [Example(name, schema_hash(offered[name]), offer.query, vector)
-                    for name in called if name in offered]  # a made-up name teaches nothing
-        if not examples:
+        called = [name for name in called if name in offered]  # a made-up name teaches nothing
+        if not called:
             return
+        vector = offer.vector if offer.vector is not None else await context.query_vector(offer.query)
+        shown = _offer_set(offer, called)
+        examples = [Example(name, schema_hash(offered[name]), offer.query, vector, shown)
+                    for name in called]
         try:
             await context.state.catalogues.usage.record(context.store.redis, offer.scope,
                                                         examples, memory)
@@ -388,6 +403,29 @@ class ToolsStage(Stage):
             reason=f"kept {len(kept)} of {len(names)} tools: the most relevant to the turn and "
                    f"the ones that must stay callable",
             detail=detail))
+
+
+def _forced(context: StageContext) -> str | None:
+    """The tool ``tool_choice`` (or a legacy ``function_call``) makes the model call, if any."""
+    choice = context.channels.tool_choice
+    if isinstance(choice, dict) and (choice.get("function") or {}).get("name"):
+        return str(choice["function"]["name"])
+    call = context.channels.function_call
+    if isinstance(call, dict) and call.get("name"):
+        return str(call["name"])
+    return None
+
+
+def _offer_set(offer: Offer, called: list[str]) -> OfferSet | None:
+    """What the request offered and which of it the model was shown (the tools the stage kept;
+    a tool the model called counts as shown, wherever it found the name)."""
+    keys = [identity_key(str(f.get("name") or ""), schema_hash(f)) for f in offer.functions]
+    if offer.shown is None:
+        return OfferSet.of(keys, None)
+    named = set(called)
+    shown = [key for key, flag, f in zip(keys, offer.shown, offer.functions)
+             if flag or f.get("name") in named]
+    return OfferSet.of(keys, shown)
 
 
 def _rounded(scores: np.ndarray) -> list[float]:

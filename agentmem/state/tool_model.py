@@ -9,6 +9,12 @@ Starting from zero weights with an L2 penalty, a tool with little evidence keeps
 score it had, so the model corrects the prior rather than replacing it; a tool without past
 queries gets no correction (see ``train``).
 
+Each past query's softmax runs over the tools it was offered with, as far as the memory knows
+(``TrainingSet.offered``: the tools the stage showed the model in that request; the whole
+current list for examples stored without that, such as operators' labels): a query counts
+against a tool only where the model saw that tool and chose another, so a tool added to the
+client's list later, or one the stage dropped from a request, is no negative for that query.
+
 Training is background work: ``ToolUsage.model_for`` (the call path) only returns the model
 trained last for the (scope, tool list) and, when enough new examples have arrived since, starts
 a training in a worker thread; the call adds one small matrix product (tools x 385). Each scope is
@@ -57,6 +63,8 @@ class TrainingSet:
     vectors: np.ndarray  # (n, DIMENSION)
     queries: list[str]
     labels: np.ndarray  # (n, tools) bool: a query that led to two tools has two labels
+    offered: np.ndarray | None = None  # (n, tools) bool: the tools each query was offered
+    # with, a superset of its labels (None: every tool, for every query)
 
 
 def leave_one_out_bonus(data: TrainingSet, weight: float, neutral: float, evidence: float
@@ -78,8 +86,11 @@ def leave_one_out_bonus(data: TrainingSet, weight: float, neutral: float, eviden
 def fit(data: TrainingSet, prior: np.ndarray, *, l2: float, steps: int, rate: float,
         generation: int = 0) -> ToolModel:
     """Full-batch Adam on the softmax cross-entropy over the offered tools (a query's target
-    is spread evenly over the tools it led to). numpy only: ~1 s for 900 queries x 200 tools."""
+    is spread evenly over the tools it led to). Each query's softmax runs over the tools it
+    was offered with (``data.offered``): a tool it was not offered with gets neither
+    probability nor gradient from it. numpy only: ~1 s for 900 queries x 200 tools."""
     vectors = data.vectors.astype(np.float32)
+    hidden = None if data.offered is None or data.offered.all() else ~data.offered
     n, dimension = vectors.shape
     targets = data.labels / data.labels.sum(axis=1, keepdims=True)
     inputs = np.hstack([vectors, np.ones((n, 1), dtype=np.float32)])
@@ -91,6 +102,8 @@ def fit(data: TrainingSet, prior: np.ndarray, *, l2: float, steps: int, rate: fl
     beta1, beta2 = ADAM_BETAS
     for step in range(1, steps + 1):
         logits = scale[0] * prior + inputs @ weights.T
+        if hidden is not None:
+            logits[hidden] = -np.inf  # exp() gives 0: no share of the softmax, no gradient
         logits -= logits.max(axis=1, keepdims=True)
         probabilities = np.exp(logits)
         probabilities /= probabilities.sum(axis=1, keepdims=True)
@@ -120,10 +133,13 @@ def train(data: TrainingSet, text_scores: Callable[[TrainingSet], np.ndarray], *
     warmed, cross-validation on the warm-up queries gave recall 0.789 for queries whose tool has
     no history this way against 0.869 restricted (0.842 with the nearest-query bonus alone).
     The corrections of the tools with history are centred to sum to zero, so they are not
-    lifted as a group either (the same CV numbers). Runs in a worker thread."""
+    lifted as a group either (the same CV numbers). Where the memory knows what each query was
+    offered with (``data.offered``), its softmax runs over those tools only, so a tool added to
+    the list later is no negative for the queries recorded before. Runs in a worker thread."""
     prior = text_scores(data) + leave_one_out_bonus(data, weight, neutral, evidence)
     seen = data.labels.any(axis=0)
-    model = fit(TrainingSet(data.vectors, data.queries, data.labels[:, seen]),
+    offered = None if data.offered is None else data.offered[:, seen] | data.labels[:, seen]
+    model = fit(TrainingSet(data.vectors, data.queries, data.labels[:, seen], offered),
                 prior[:, seen].astype(np.float32), l2=l2, steps=steps, rate=rate,
                 generation=generation)
     tools = data.labels.shape[1]

@@ -10,10 +10,20 @@ Redis layout, one *scope* at a time (a tenant, or a catalogue an operator shares
 the scope is the hash tag, so its keys share a Redis Cluster slot):
 
 - ``agentmem:toolmem:{SCOPE}:ex:<id>``: list, newest first, of the last ``examples`` distinct
-  queries that led to one tool identity, each with its float16 vector (JSON, base64);
-- ``agentmem:toolmem:{SCOPE}:tools``: hash, ``<id>`` -> ``{name, schema, updated_at}``.
+  queries that led to one tool identity, each with its float16 vector (JSON ``{q, v}``, base64)
+  and, when the proxy saw the request, what it offered: ``o``, the id of the request's offer
+  set, and ``s``, the positions (in that set) of the tools the model was shown, absent when it
+  was shown all of them;
+- ``agentmem:toolmem:{SCOPE}:tools``: hash, ``<id>`` -> ``{name, schema, updated_at}``;
+- ``agentmem:toolmem:{SCOPE}:offers``: hash, offer-set id -> the sorted identity keys of the
+  tools one request offered (JSON list; the id is a hash of them, so a client that sends the
+  same tool list again reuses it). Most clients send a handful of distinct lists;
+- ``agentmem:toolmem:{SCOPE}:offers:used``: sorted set, offer-set id -> when an example last
+  named it. Beyond ``offer_sets`` sets, the least recently named leave both keys.
 
-Both expire ``ttl_days`` after the scope's last write. A tool identity is its name plus the
+All expire ``ttl_days`` after the scope's last write. Examples without ``o`` (labels from the
+feedback API, imports, data written before offer sets were kept), or whose set was dropped,
+count as offered with the whole current tool list. A tool identity is its name plus the
 hash of its parameters schema (``toolcat.schema_hash``), so a changed tool starts fresh;
 ``"*"`` instead of a hash is an operator's label that holds for any schema of that name.
 
@@ -25,6 +35,9 @@ memory generation, so a call pays one matrix product. Once a scope has enough di
 queries for a tool list, a small model (agentmem/state/tool_model.py) is trained for that
 (scope, list) in a worker thread after the memory changes; it lives in process only (retrained
 from Redis by any replica that serves the scope) and the call path just reads the last one.
+Offer sets matter to that training only: each past query's softmax runs over the tools the
+model was shown with it, so a tool added to the list later (or one the stage did not show in
+that request) gets no negative evidence from a query it was never offered for.
 """
 
 from __future__ import annotations
@@ -46,7 +59,13 @@ from redis.exceptions import RedisError
 
 from agentmem.models.embedder import DIMENSION, from_bytes, to_bytes
 from agentmem.state.tool_model import ToolModel, TrainingSet, train
-from agentmem.store.keys import ID_PATTERN, tool_usage_examples, tool_usage_index
+from agentmem.store.keys import (
+    ID_PATTERN,
+    tool_usage_examples,
+    tool_usage_index,
+    tool_usage_offers,
+    tool_usage_offers_used,
+)
 
 if TYPE_CHECKING:
     from agentmem.state.toolcat import Catalogue
@@ -57,6 +76,28 @@ MODEL_STEPS = 200  # Adam steps per training: converged on 900 queries x 200 too
 MODEL_RATE = 0.05
 ANY_SCHEMA = "*"  # an example labelled by tool name alone holds for every schema of that name
 EVERY_TENANT = "*"
+MAX_OFFERED = 1000  # a request offering more tools keeps no offer set (its examples: all offered)
+CACHED_OFFER_SETS = 1024  # offer sets one process keeps per scope before dropping unused ones
+
+# Add one tool identity's new examples (newest last). An earlier entry of the same query is
+# removed first, whatever offer it carries: every entry's JSON starts with '{"q":<query>,'.
+# KEYS: the tool's example list. ARGV: entries kept, TTL (s), then per example its prefix and
+# its entry.
+_ADD_EXAMPLES = """
+local key = KEYS[1]
+for i = 3, #ARGV, 2 do
+  local prefix = ARGV[i]
+  for _, old in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    if string.sub(old, 1, #prefix) == prefix then
+      redis.call('LREM', key, 0, old)
+    end
+  end
+  redis.call('LPUSH', key, ARGV[i + 1])
+end
+redis.call('LTRIM', key, 0, tonumber(ARGV[1]) - 1)
+redis.call('EXPIRE', key, tonumber(ARGV[2]))
+return 1
+"""
 
 
 class MemorySettings(BaseModel):
@@ -83,6 +124,10 @@ class MemorySettings(BaseModel):
                                  "shared catalogue) learns about; further new tools are not recorded.")
     ttl_days: float = Field(30, gt=0, description="A scope's memory expires this long after its "
                             "last write.")
+    offer_sets: int = Field(
+        128, ge=1, description="Most distinct offered tool lists one scope remembers (what each "
+        "learned query was offered with); beyond it the least recently used are dropped and "
+        "their examples train as if offered with the whole current list.")
     share_as: str | None = Field(
         None, description="Name of a catalogue memory shared by the tenants in share_tenants "
         "(null: every tenant learns alone).")
@@ -134,6 +179,47 @@ def identity_key(name: str, schema: str) -> str:
 
 
 @dataclass(frozen=True)
+class Offered:
+    """What one learned query was offered with, as stored with it: the id of its request's offer
+    set and the positions in that set of the tools the model was shown (None: all of them)."""
+
+    offer: str
+    shown: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class OfferSet:
+    """The tools one request offered, as sorted identity keys, and which the model was shown."""
+
+    keys: tuple[str, ...]
+    shown: tuple[int, ...] | None = None  # positions in ``keys``; None: all of them
+
+    @classmethod
+    def of(cls, offered: list[str], shown: list[str] | None) -> OfferSet | None:
+        """From the identity keys of the tools a request offered and of those the model was
+        shown (None: all); None for a list too long to keep."""
+        keys = tuple(sorted(set(offered)))
+        if not keys or len(keys) > MAX_OFFERED:
+            return None
+        if shown is None or set(shown) >= set(keys):
+            return cls(keys)
+        wanted = set(shown)
+        return cls(keys, tuple(i for i, key in enumerate(keys) if key in wanted))
+
+    @property
+    def id(self) -> str:
+        return offer_id(self.keys)
+
+    @property
+    def ref(self) -> Offered:
+        return Offered(self.id, self.shown)
+
+
+def offer_id(keys: tuple[str, ...]) -> str:
+    return hashlib.blake2b("\n".join(keys).encode(), digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True)
 class Example:
     """One labelled example: the model (or an operator) picked ``name`` for ``query``."""
 
@@ -141,6 +227,7 @@ class Example:
     schema: str  # toolcat.schema_hash of the tool's parameters, or ANY_SCHEMA
     query: str
     vector: np.ndarray  # unit MiniLM vector of the query, float32
+    offer: OfferSet | None = None  # what the request offered (None: unknown, e.g. a label)
 
 
 @dataclass
@@ -151,6 +238,7 @@ class Offer:
     query: str
     vector: np.ndarray | None  # the query's vector when the stage computed it
     functions: list[dict[str, Any]]
+    shown: list[bool] | None = None  # per function, whether the model was shown it (None: all)
 
 
 @dataclass
@@ -162,11 +250,13 @@ class ToolExamples:
     updated_at: float
     queries: list[str]
     vectors: np.ndarray  # (n, DIMENSION) float32, rounded through float16 like the stored ones
+    offers: list[Offered | None] = field(default_factory=list)  # per query; [] or None: unknown
 
 
 @dataclass
 class ScopeMemory:
     tools: dict[str, ToolExamples] = field(default_factory=dict)  # by identity_key
+    offer_sets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # id -> identity keys
     synced_at: float = -1e9
     generation: int = 0
 
@@ -185,6 +275,9 @@ class Evidence:
     counts: np.ndarray  # examples per catalogue tool (0 for most in a young memory)
     queries: list[str] = field(default_factory=list)  # the text of each row of ``vectors``
     generation: int = 0  # the scope memory's generation it was stacked from
+    offers: list[Offered | None] = field(default_factory=list)  # per row ([]: none known)
+    offer_sets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the ones ``offers`` name
+    keys: list[str] = field(default_factory=list)  # identity key of each catalogue tool
 
     @classmethod
     def stacked(cls, parts: list[np.ndarray], tools: list[int], counts: np.ndarray,
@@ -199,7 +292,9 @@ class Evidence:
                    np.asarray(tools, dtype=np.int64), counts, queries)
 
     def training_set(self) -> TrainingSet:
-        """Each distinct query once, labelled with every offered tool it led to."""
+        """Each distinct query once, labelled with every offered tool it led to, and the
+        catalogue tools it was offered with: the union of what the model was shown with each
+        of its examples (the whole list where an example does not say)."""
         rows: dict[str, int] = {}
         owner = np.repeat(self.tools, self.counts[self.tools])
         for row, query in enumerate(self.queries):
@@ -208,7 +303,38 @@ class Evidence:
         position = {query: index for index, query in enumerate(rows)}
         for row, query in enumerate(self.queries):
             labels[position[query], owner[row]] = True
-        return TrainingSet(self.vectors[list(rows.values())], list(rows), labels)
+        return TrainingSet(self.vectors[list(rows.values())], list(rows), labels,
+                           self._offered(position, labels))
+
+    def _offered(self, position: dict[str, int], labels: np.ndarray) -> np.ndarray | None:
+        """(queries, tools) bool: the tools each query was offered with (None: all, for all)."""
+        if not self.keys or not any(o is not None for o in self.offers):
+            return None
+        column = {key: index for index, key in enumerate(self.keys)}
+        masks: dict[Offered, np.ndarray | None] = {}
+        offered = np.zeros(labels.shape, dtype=bool)
+        unknown = np.zeros(len(labels), dtype=bool)
+        for query, ref in zip(self.queries, self.offers):
+            row = position[query]
+            if ref is not None and ref not in masks:
+                masks[ref] = self._mask(ref, column)
+            mask = masks[ref] if ref is not None else None
+            if mask is None:
+                unknown[row] = True
+            else:
+                offered[row] |= mask
+        offered[unknown] = True
+        offered |= labels  # a tool the query led to was offered with it, whatever the record says
+        return None if offered.all() else offered
+
+    def _mask(self, ref: Offered, column: dict[str, int]) -> np.ndarray | None:
+        keys = self.offer_sets.get(ref.offer)
+        if keys is None:  # the set was dropped (offer_sets) or expired: as if all were offered
+            return None
+        shown = keys if ref.shown is None else [keys[i] for i in ref.shown if 0 <= i < len(keys)]
+        mask = np.zeros(len(self.keys), dtype=bool)
+        mask[[column[key] for key in shown if key in column]] = True
+        return mask
 
     def nearest(self, query: np.ndarray) -> np.ndarray:
         """Cosine between the query and each tool's nearest past query (0 where none).
@@ -237,6 +363,7 @@ class ToolUsage:
         self._offers: OrderedDict[tuple[str, ...], Offer] = OrderedDict()
         self._models: OrderedDict[tuple[str, bytes], tuple[float, ToolModel | None]] = OrderedDict()
         self._training: asyncio.Task[None] | None = None
+        self._add: Any = None  # the _ADD_EXAMPLES script, registered on the first write
 
     # -- offers: the call path leaves what it scored; the reply's hook takes it ------------------
 
@@ -303,8 +430,25 @@ class ToolUsage:
                 meta = listed[ident]
                 memory.tools[ident] = _examples(str(meta["name"]), str(meta["schema"]),
                                                 float(meta["updated_at"]), raw)
+            await self._offer_sets(redis, scope, memory, stale)
         if stale or gone:
             memory.generation += 1
+
+    @staticmethod
+    async def _offer_sets(redis: Any, scope: str, memory: ScopeMemory, idents: list[str]) -> None:
+        """Read the offer sets the given tools' examples name that this process lacks (sets
+        never change: the id is their hash). Unused ones are dropped past CACHED_OFFER_SETS."""
+        wanted = list({ref.offer for ident in idents for ref in memory.tools[ident].offers
+                       if ref is not None and ref.offer not in memory.offer_sets})
+        if wanted:
+            for offer, value in zip(wanted, await redis.hmget(tool_usage_offers(scope), wanted)):
+                keys = _offer_keys(value)
+                if keys is not None and offer_id(keys) == offer:
+                    memory.offer_sets[offer] = keys
+        if len(memory.offer_sets) > CACHED_OFFER_SETS:
+            used = {ref.offer for tool in memory.tools.values() for ref in tool.offers
+                    if ref is not None}
+            memory.offer_sets = {k: v for k, v in memory.offer_sets.items() if k in used}
 
     def _bound(self) -> None:
         total = sum(m.vectors for m in self._scopes.values())
@@ -376,23 +520,42 @@ class ToolUsage:
             return 0
         index = tool_usage_index(scope)
         groups = await self._room_for(redis, index, groups, settings)
+        if not groups:
+            return 0
         now = time.time()
         ttl = settings.ttl_s
+        offers = {e.offer.id: e.offer.keys for items in groups.values() for e in items
+                  if e.offer is not None}
+        if self._add is None:
+            self._add = redis.register_script(_ADD_EXAMPLES)
+        sets, used = tool_usage_offers(scope), tool_usage_offers_used(scope)
         async with redis.pipeline(transaction=False) as pipe:
             for ident, items in groups.items():
-                key = tool_usage_examples(scope, ident)
+                args: list[Any] = [settings.examples, ttl]
                 for example in items[-settings.examples:]:
-                    value = _pack(example)
-                    pipe.lrem(key, 0, value)
-                    pipe.lpush(key, value)
-                pipe.ltrim(key, 0, settings.examples - 1)
-                pipe.expire(key, ttl)
+                    args += [_prefix(example.query), _pack(example)]
+                await self._add(keys=[tool_usage_examples(scope, ident)], args=args, client=pipe)
                 pipe.hset(index, ident, orjson.dumps(
                     {"name": items[0].name, "schema": items[0].schema, "updated_at": now}))
+            for offer, keys in offers.items():
+                pipe.hset(sets, offer, orjson.dumps(list(keys)))
+            if offers:
+                pipe.zadd(used, dict.fromkeys(offers, now))
             pipe.expire(index, ttl)
-            await pipe.execute()
+            pipe.expire(sets, ttl)
+            pipe.expire(used, ttl)
+            pipe.zcard(used)
+            known = int((await pipe.execute())[-1])
+        if known > settings.offer_sets:  # the least recently named sets go (with their keys)
+            oldest = [_text(o) for o in await redis.zrange(used, 0, known - settings.offer_sets - 1)]
+            if oldest:
+                async with redis.pipeline(transaction=False) as pipe:
+                    pipe.zrem(used, *oldest)
+                    pipe.hdel(sets, *oldest)
+                    await pipe.execute()
         memory = self._scopes.get(scope)
         if memory is not None:  # this process sees its own writes at once
+            memory.offer_sets.update(offers)
             for ident, items in groups.items():
                 memory.tools[ident] = _merged(memory.tools.get(ident), items, now, settings.examples)
             memory.generation += 1
@@ -460,59 +623,112 @@ def _stack(memory: ScopeMemory, catalogue: Catalogue) -> Evidence | None:
     labelled for any schema of its name."""
     parts: list[np.ndarray] = []
     texts: list[str] = []
+    offers: list[Offered | None] = []
     tools: list[int] = []
+    keys: list[str] = []
     counts = np.zeros(len(catalogue.names), dtype=np.int64)
     schemas = catalogue.schemas or [ANY_SCHEMA] * len(catalogue.names)
     for index, (name, schema) in enumerate(zip(catalogue.names, schemas)):
-        found = [memory.tools.get(identity_key(name, schema)),
+        keys.append(identity_key(name, schema))
+        found = [memory.tools.get(keys[-1]),
                  memory.tools.get(identity_key(name, ANY_SCHEMA)) if schema != ANY_SCHEMA else None]
         present = [t for t in found if t is not None and len(t.queries)]
         rows = [t.vectors for t in present]
         if rows:
             texts += [query for t in present for query in t.queries]
+            offers += [o for t in present for o in (t.offers or [None] * len(t.queries))]
             matrix = rows[0] if len(rows) == 1 else np.vstack(rows)
             parts.append(matrix)
             tools.append(index)
             counts[index] = len(matrix)
-    return Evidence.stacked(parts, tools, counts, texts)
+    evidence = Evidence.stacked(parts, tools, counts, texts)
+    if evidence is not None and any(o is not None for o in offers):  # read by training only
+        evidence.offers, evidence.keys = offers, keys
+        evidence.offer_sets = dict(memory.offer_sets)  # a snapshot for the training thread
+    return evidence
 
 
 def _pack(example: Example) -> bytes:
-    """The stored form: deterministic, so LREM removes an earlier copy of the same query."""
-    return orjson.dumps({"q": example.query,
-                         "v": base64.b64encode(to_bytes(example.vector.reshape(1, -1))).decode()})
+    """The stored form: starts with the query (``_prefix``), so an earlier entry of the same
+    query is found whatever offer it was stored with."""
+    item: dict[str, Any] = {"q": example.query,
+                            "v": base64.b64encode(to_bytes(example.vector.reshape(1, -1))).decode()}
+    if example.offer is not None:
+        item["o"] = example.offer.id
+        if example.offer.shown is not None:
+            item["s"] = list(example.offer.shown)
+    return orjson.dumps(item)
+
+
+def _prefix(query: str) -> bytes:
+    """How every stored entry of ``query`` begins (``_pack`` writes the query first)."""
+    return b'{"q":' + orjson.dumps(query) + b","
+
+
+def _offer_ref(item: dict[str, Any]) -> Offered | None:
+    """The offer an entry names; None for entries without one (or a damaged one)."""
+    offer, shown = item.get("o"), item.get("s")
+    if not isinstance(offer, str):
+        return None
+    if shown is None:
+        return Offered(offer)
+    if isinstance(shown, list) and all(isinstance(i, int) for i in shown):
+        return Offered(offer, tuple(shown))
+    return None
+
+
+def _offer_keys(value: bytes | str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    try:
+        keys = orjson.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        return None
+    return tuple(keys)
 
 
 def _examples(name: str, schema: str, updated_at: float, raw: list[bytes]) -> ToolExamples:
-    queries, rows = [], []
+    """Parse a stored list (newest first); a query stored twice (two replicas racing) once."""
+    queries, rows, offers = [], [], []
+    seen: set[str] = set()
     for value in raw:
         try:
             item = orjson.loads(value)
-            rows.append(from_bytes(base64.b64decode(item["v"]))[0])
-            queries.append(str(item["q"]))
+            row = from_bytes(base64.b64decode(item["v"]))[0]
+            query = str(item["q"])
         except (ValueError, KeyError, TypeError):  # a foreign or damaged entry: skip it
             continue
+        if query in seen:
+            continue
+        seen.add(query)
+        rows.append(row)
+        queries.append(query)
+        offers.append(_offer_ref(item))
     vectors = np.vstack(rows) if rows else np.zeros((0, DIMENSION), dtype=np.float32)
-    return ToolExamples(name, schema, updated_at, queries, vectors)
+    return ToolExamples(name, schema, updated_at, queries, vectors, offers)
 
 
 def _merged(old: ToolExamples | None, new: list[Example], now: float, limit: int) -> ToolExamples:
     """What Redis holds after ``record``: the new queries first (newest first), then the old
     ones, each query once, at most ``limit``."""
-    pairs = [(e.query, from_bytes(to_bytes(e.vector.reshape(1, -1)))[0]) for e in reversed(new)]
+    triples = [(e.query, from_bytes(to_bytes(e.vector.reshape(1, -1)))[0],
+                e.offer.ref if e.offer is not None else None) for e in reversed(new)]
     if old is not None:
-        pairs += list(zip(old.queries, old.vectors))
+        triples += list(zip(old.queries, old.vectors, old.offers or [None] * len(old.queries)))
     seen: set[str] = set()
-    queries, rows = [], []
-    for query, vector in pairs:
+    queries, rows, offers = [], [], []
+    for query, vector, offer in triples:
         if query in seen:
             continue
         seen.add(query)
         queries.append(query)
         rows.append(vector)
+        offers.append(offer)
         if len(queries) >= limit:
             break
-    return ToolExamples(new[0].name, new[0].schema, now, queries, np.vstack(rows))
+    return ToolExamples(new[0].name, new[0].schema, now, queries, np.vstack(rows), offers)
 
 
 def _text(value: bytes | str) -> str:

@@ -84,6 +84,18 @@ def tool_usage_index(scope: str) -> str:
     return f"{PREFIX}:toolmem:{{{scope}}}:tools"
 
 
+def tool_usage_offers(scope: str) -> str:
+    """Hash: offer-set id -> the sorted identity keys of the tools one request offered (JSON),
+    for the learned examples of a usage scope that name it. Bounded by ``tool_usage_offers_used``."""
+    return f"{PREFIX}:toolmem:{{{scope}}}:offers"
+
+
+def tool_usage_offers_used(scope: str) -> str:
+    """Sorted set: offer-set id -> when an example last named it; beyond the policy's bound the
+    least recently named sets leave both this and ``tool_usage_offers``."""
+    return f"{PREFIX}:toolmem:{{{scope}}}:offers:used"
+
+
 def response_ref(tenant: str, response_id: str) -> str:
     """String: the session and turn a Responses API response id stands for (its own slot per
     tenant, so one tenant's ids are never found by another)."""
