@@ -51,29 +51,32 @@ def test_bench_keeps_apply_the_rule_without_the_title():
     assert kept_share([[True, False], [False, False]]) == 0.25
 
 
-def test_the_floor_takes_the_models_order_fused_with_the_querys_where_the_model_is_unsure():
-    from agentmem.models.keep_rule import fused_ranking
-
-    # a sentence both rank first stays first; one the query ranks second beats one the model
-    # ranks second (reciprocal ranks: 1/62 + 1/61 > 1/61 + 1/63)
-    fused = fused_ranking([0.9, 0.5, 0.4, 0.1], [0.8, 0.1, 0.7, 0.2])
-    assert fused.index(max(fused)) == 0
-    assert fused[2] > fused[1] > fused[3]
-    scores = _scores([[0.06] * 10, [0.05] * 10, [0.04] * 10, [0.01] * 10])
-    rule = KeepRule(0.5, "mean_prob", floor=0.3)  # nothing passes the threshold: the floor adds two
-    assert rule.short_of_floor(scores)
-    assert rule.decide(scores) == [True, True, False, False]
-    assert rule.decide(scores, similarities=[0.1, 0.0, 0.2, 0.9]) == [True, False, False, True]
-    # ranks are taken among the sentences the floor may add (a title is not one)
-    assert rule.decide(scores, [1, 2, 3], [0.99, 0.0, 0.95, 0.9]) == [False, False, True, False]
-    # a passage the threshold already keeps to the floor needs no similarities
+def test_the_querys_cosine_vetoes_unrelated_keeps_and_orders_the_floor():
+    scores = _scores([[0.9] * 10, [0.8] * 10, [0.04] * 10, [0.01] * 10])
+    cosines = [0.1, 0.5, 0.2, 0.9]
+    rule = KeepRule(0.5, "mean_prob", floor=0.2, min_similarity=0.3)
+    assert rule.decide(scores) == [True, True, False, False]  # no cosines: the model's alone
+    # the first keep is unrelated to the query (0.1 < 0.3): vetoed; the second stays
+    assert rule.decide(scores, similarities=cosines) == [False, True, False, False]
+    # the floor (2 sentences) then adds by cosine, not by the model's order
+    assert KeepRule(0.5, "mean_prob", floor=0.4, min_similarity=0.3).decide(
+        scores, similarities=cosines) == [False, True, False, True]
+    # without min_similarity nothing is vetoed; cosines still order the floor
+    assert KeepRule(0.95, "mean_prob", floor=0.2).decide(scores, similarities=cosines) == [
+        False, False, False, True]
+    # only eligible sentences are vetoed or added (a title is not one)
+    assert rule.decide(scores, [1, 2, 3], cosines) == [True, True, False, False]
+    # cosines are wanted where the threshold keeps something to veto, or the floor acts
+    assert rule.wants_similarities(scores)
+    assert not KeepRule(0.5, "mean_prob").wants_similarities(scores)
+    assert KeepRule(0.95, "mean_prob", floor=0.2).wants_similarities(scores)
     assert not KeepRule(0.03, "mean_prob", floor=0.3).short_of_floor(scores)
 
 
 def test_process_orders_the_floor_by_the_query_where_it_is_given_an_embedder():
     """The shipped pruner with a threshold nothing passes: the floor decides. Alone it takes the
     model's best sentence; given an embedder that points the question at the model's third,
-    the fused order takes that one (1/62 + 1/60 against the model's best, 1/60 + 1/63)."""
+    the floor takes that one."""
     from agentmem.models.pruner import cached_pruner
     from agentmem.models.registry import default_pruner_path
 
@@ -94,5 +97,5 @@ def test_process_orders_the_floor_by_the_query_where_it_is_given_an_embedder():
         return [row["kept"] for row in result["sentences"]]  # one question, one context
 
     assert kept() == [False, False, False, True]  # the model's own order: the pallets
-    fused = kept(encode=encode)  # the ferry first (the gearbox next, if the floor needs more)
-    assert fused[2] and not fused[3]
+    by_query = kept(encode=encode)  # the ferry first (then ties, in order, if the floor needs more)
+    assert by_query[2] and not by_query[3]

@@ -132,6 +132,45 @@ async def test_tool_output_floor_keeps_a_share_whatever_the_threshold(hygiene):
     assert 0.3 <= shares[0.3] < 0.4  # the floor: 30% of the output, best sentences first
 
 
+async def test_tool_output_cosines_come_from_its_stored_vectors_once_ingest_embedded_it(hygiene):
+    """The keep rule needs each sentence's cosine to the query. A tool output from an earlier
+    exchange was embedded after that reply: the stage reads those vectors (no encode of the
+    output's sentences on the call path) and decides exactly as when it embeds them itself."""
+    facts = ["Warehouse Rotterdam reports 14 red mugs in stock on shelf B4."]
+    noise = [f"Log line {i}: the nightly backup of server {i} finished without errors." for i in range(40)]
+    output = " ".join(noise[:20] + facts + noise[20:])
+    step = [HISTORY[0], {"role": "user", "content": "How many red mugs are in stock? [[tool:inventory]]"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": output}]
+    later = [*step, {"role": "assistant", "content": "Let me check that."},
+             {"role": "user", "content": "So how many red mugs are in stock?"}]
+    policy = policy_from_dict({"name": "prune-embed-test", "stages": ["prune"], "prune": {
+        "history_floor_tokens": 0, "keep_recent_exchanges": 2, "large_tool_output_tokens": 200}})
+    encoded: list[int] = []
+    encode = hygiene.embedder.encode
+
+    def counting(texts, *args, **kwargs):
+        encoded.append(len(texts))
+        return encode(texts, *args, **kwargs)
+
+    stored, fresh = f"pr-{uuid.uuid4().hex}", f"pr-{uuid.uuid4().hex}"
+    await hygiene.apply(step, session_id=stored, policy=policy)  # the output arrives (current step)
+    await hygiene.drain()  # ... and is embedded after that call
+    hygiene.embedder.encode = counting
+    try:
+        from_store = await hygiene.apply(later, session_id=stored, policy=policy)
+        during_call = list(encoded)
+        embedded_now = await hygiene.apply(later, session_id=fresh, policy=policy)
+    finally:
+        hygiene.embedder.encode = encode
+    assert all(n < len(noise) for n in during_call)  # at most the query, never the output
+    assert any(n > len(noise) for n in encoded[len(during_call):])  # a new session embeds it
+    tool = next(m for m in from_store.messages if m["role"] == "tool")
+    assert "14 red mugs" in tool["content"] and len(tool["content"]) < len(output) / 3
+    assert tool == next(m for m in embedded_now.messages if m["role"] == "tool")
+
+
 def test_helpers():
     assert recent_start(HISTORY, 2) == 9 and recent_start(HISTORY, 1) == 11
     assert expand([False, True, False, False], 1) == [True, True, True, False]

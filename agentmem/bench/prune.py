@@ -68,15 +68,15 @@ def pruner_keeps(records, scores, keep_rule: KeepRule,
                  similarities: Sequence[np.ndarray] | None = None) -> list[list[bool]]:
     """Decisions per record; a title is scored as sentence 0 but is not a record's sentence,
     so it is dropped from the decisions and the floor neither counts nor adds it.
-    ``similarities``: per record, its sentences' cosine to the question, fused into the
-    floor's order as the stage and ``/v1/highlight`` do."""
+    ``similarities``: per record, its sentences' cosine to the question, used by the rule as
+    the stage and ``/v1/highlight`` use it."""
     keeps = []
     for number, (record, score) in enumerate(zip(records, scores)):
         first = 1 if record.title else 0
-        fused = None
-        if similarities is not None:
-            fused = [0.0] * first + [float(x) for x in similarities[number]]
-        decision = keep_rule.decide(score, range(first, len(score.probabilities)), fused)
+        cosines = None
+        if similarities is not None:  # the title has none: it is not eligible anyway
+            cosines = [0.0] * first + [float(x) for x in similarities[number]]
+        decision = keep_rule.decide(score, range(first, len(score.probabilities)), cosines)
         keeps.append(decision[first:])
     return keeps
 
@@ -120,6 +120,7 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
     keeps = pruner_keeps(records, scores, keep_rule, sims)
     result = prune_metrics(records, keeps, keep_rule.threshold)
     result["rule"], result["floor"] = keep_rule.rule, keep_rule.floor
+    result["min_similarity"] = keep_rule.min_similarity
     result["kept_sentences"] = kept_share(keeps)
     if answers_file is not None:  # token-level compression on top (agentmem/bench/compression.py)
         from agentmem.bench.compression import compression_result, squad_answers

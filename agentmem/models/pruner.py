@@ -70,6 +70,8 @@ class Pruner:
         self.rule: SentenceRule = getattr(config, "agentmem_sentence_rule", "paper")
         self.threshold: float = float(getattr(config, "agentmem_threshold", 0.1))
         self.floor: float = float(getattr(config, "agentmem_keep_floor", 0.0))
+        least = getattr(config, "agentmem_min_similarity", None)
+        self.min_similarity: float | None = None if least is None else float(least)
         self._lock = threading.Lock()
 
     @classmethod
@@ -79,10 +81,11 @@ class Pruner:
         return cls(*load_model(name_or_path, allow_network=allow_network), **kwargs)
 
     def keep_rule(self, threshold: float | None = None, rule: SentenceRule | None = None,
-                  floor: float | None = None) -> KeepRule:
+                  floor: float | None = None, min_similarity: float | None = None) -> KeepRule:
         """The checkpoint's calibrated keep rule, with any of its settings overridden."""
         return KeepRule(self.threshold if threshold is None else threshold, rule or self.rule,
-                        self.floor if floor is None else floor)
+                        self.floor if floor is None else floor,
+                        self.min_similarity if min_similarity is None else min_similarity)
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -171,17 +174,18 @@ class Pruner:
                 always_select_title: bool = False, reorder: bool = False, top_k: int = 5,
                 enable_warnings: bool = True, rule: SentenceRule | None = None,
                 floor: float | None = None, token_scores: bool = False,
-                encode: Callable[[list[str]], Any] | None = None) -> dict[str, Any]:
+                encode: Callable[[list[str]], Any] | None = None,
+                min_similarity: float | None = None) -> dict[str, Any]:
         """Provence's ``process``. A context may be a string (split offline) or a list of
         sentences (used as given). Beyond the official keys the result carries, per context,
         ``sentences``: text, character span in ``pruned``'s source, probability and decision.
         ``floor`` (default: the checkpoint's) is the share of each context's tokens kept
         whatever the threshold (``agentmem.models.keep_rule``); 0 is Provence's own rule.
         ``token_scores`` adds each sentence's model tokens with their keep probabilities.
-        ``encode`` (a sentence embedder's): where the floor adds sentences, it takes them in
-        the model's order fused with their cosine to the question, as the prune stage does.
+        ``encode`` (a sentence embedder's): the sentences' cosine to the question vetoes
+        unrelated keeps and orders the floor's additions, as in the prune stage.
         """
-        keep_rule = self.keep_rule(threshold, rule, floor)
+        keep_rule = self.keep_rule(threshold, rule, floor, min_similarity)
         single = isinstance(question, str)
         if isinstance(question, str):  # a string, or a list of sentences (pre-split), for one question
             questions, contexts = [question], [[context]]
@@ -211,7 +215,7 @@ class Pruner:
         for (qi, ci, text, spans, offset, title_is_first), score in zip(layout, scores):
             eligible = range(offset, len(spans))
             similarities = None
-            if encode is not None and keep_rule.short_of_floor(score, eligible):
+            if encode is not None and keep_rule.wants_similarities(score, eligible):
                 own = [text[a:b] if a >= 0 else "" for a, b in spans]
                 similarities = query_similarities(encode, questions[qi], own)
             keep = keep_rule.decide(score, eligible, similarities)

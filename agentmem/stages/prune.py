@@ -53,6 +53,9 @@ class PruneSettings(BaseModel):
     floor: float | None = Field(
         None, ge=0, le=1, description="Share of a pruned tool output's tokens kept whatever the "
         "threshold, best sentences first (agentmem/models/keep_rule.py); null: the checkpoint's.")
+    min_similarity: float | None = Field(
+        None, ge=-1, le=1, description="Least MiniLM cosine to the query a sentence the threshold "
+        "keeps must have (agentmem/models/keep_rule.py); null: the checkpoint's.")
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
@@ -312,7 +315,8 @@ class PruneStage(Stage):
         for candidate in outputs:
             candidate.spans = [(s.start, s.end) for s in split_sentences(candidate.text)]
         pruner = await run_inference(cached_pruner, settings.checkpoint or default_pruner_path())
-        keep_rule = pruner.keep_rule(settings.threshold, settings.rule, settings.floor)
+        keep_rule = pruner.keep_rule(settings.threshold, settings.rule, settings.floor,
+                                     settings.min_similarity)
         room, unscored = settings.pruner_sentences, 0
         for candidate in outputs:
             head = Candidate(candidate.index, candidate.text, candidate.spans[:room], False,
@@ -323,12 +327,10 @@ class PruneStage(Stage):
                 scores = (await run_inference(_score_transcript, pruner, query, [head]))[head.index]
                 similarities = None
                 embedder = context.state.embedder
-                # the model is unsure: the floor's order is fused with the query's cosine
-                # (never waiting for a MiniLM that a restarted server is still loading)
-                if embedder.loaded and keep_rule.short_of_floor(scores):
-                    own = [candidate.text[a:b] for a, b in head.spans]
-                    similarities = await run_inference(query_similarities, embedder.encode,
-                                                       query, own)
+                # the query's cosine vetoes unrelated keeps and orders the floor (never
+                # waiting for a MiniLM that a restarted server is still loading)
+                if embedder.loaded and keep_rule.wants_similarities(scores):
+                    similarities = await _query_cosines(context, head, query)
                 probabilities = list(scores.probabilities)
                 keep = keep_rule.decide(scores, similarities=similarities)
             tail = candidate.spans[len(head.spans):]
@@ -511,6 +513,23 @@ class _ScoreCache:
 
 
 _RERANK_CACHE = _ScoreCache(4096)
+
+
+async def _query_cosines(context: StageContext, candidate: Candidate, query: str) -> list[float]:
+    """Each sentence's cosine to the query. A tool output of an earlier exchange was embedded
+    after that reply (ingest): its stored vectors are read, not computed again (embedding a
+    large output's sentences on the call path cost about as much as the pruner's pass). A turn
+    not embedded yet, or split differently, is embedded now."""
+    spans = candidate.spans
+    corpus = await context.corpus(candidate.index + 1, vectors=False)
+    if candidate.index < len(corpus.rows_of):
+        first = corpus.rows_of[candidate.index].start
+        rows = slice(first, first + len(spans))
+        if corpus.spans[rows] == spans and bool(corpus.embedded[rows].all()):
+            vector = await context.query_vector(query)
+            return [float(x) for x in corpus.vectors[rows] @ vector]
+    own = [candidate.text[a:b] for a, b in spans]
+    return await run_inference(query_similarities, context.state.embedder.encode, query, own)
 
 
 def _lexical_keep(text: str, spans: list[tuple[int, int]], query: str) -> list[float]:

@@ -1,9 +1,12 @@
-"""Calibrate a pruner's keep rule (sentence rule, threshold, token floor) on dev files.
+"""Calibrate a pruner's keep rule (sentence rule, threshold, token floor, least query cosine) on
+dev files.
 
 One rule has to serve every kind of text the stage meets, so it is chosen on one dev file per
 domain (a single SQuAD paragraph, ten paragraphs of a multi-hop question, ...) to maximise
 the mean F1 over the domains: a threshold tuned on SQuAD alone cuts the other domains to a
-sliver, and the floor (``agentmem.models.keep_rule``) is what lets one rule fit both. Each
+sliver, and the floor (``agentmem.models.keep_rule``) is what lets one rule fit both. The rule
+is evaluated as the stage applies it, with each sentence's MiniLM cosine to the question
+(which vetoes keeps below ``min_similarity`` and orders the floor). Each
 domain's own best is reported next to the joint choice. The result is stored in the
 checkpoint's config.json, which the stage, the bench and ``/v1/highlight`` read.
 """
@@ -18,31 +21,45 @@ from typing import Any
 from agentmem.models.keep_rule import KeepRule
 from agentmem.models.provence import SentenceRule
 
-FLOORS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4]
+FLOORS = [0.0, 0.05, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4]
 RULES: tuple[SentenceRule, ...] = ("paper", "mean_prob")
+# None: no veto; MiniLM puts unrelated sentences around 0.1 and a paraphrase above 0.6
+MIN_SIMILARITIES: tuple[float | None, ...] = (None, 0.2, 0.25, 0.3, 0.35, 0.4)
 
 
 def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FLOORS,
+              min_similarities: Sequence[float | None] = MIN_SIMILARITIES,
               log=print) -> dict[str, Any]:
     """The keep rule with the best mean F1 over the dev files, and per-file metrics."""
     from agentmem.bench.formats import PruneRecord, read_jsonl
-    from agentmem.bench.prune import THRESHOLDS, kept_share, prune_metrics, pruner_keeps, pruner_scores
+    from agentmem.bench.prune import (
+        THRESHOLDS,
+        embedding_similarities,
+        kept_share,
+        prune_metrics,
+        pruner_keeps,
+        pruner_scores,
+    )
+    from agentmem.models.embedder import default_embedder
 
+    embedder = default_embedder()
     domains = {}
     for path in dev_files:
         records = read_jsonl(Path(path), PruneRecord)
         log(f"calibrate: scoring {len(records)} records of {Path(path).name}")
-        domains[Path(path).name] = (records, pruner_scores(pruner, records))
+        domains[Path(path).name] = (records, pruner_scores(pruner, records),
+                                    embedding_similarities(embedder, records))
 
     def evaluate(keep_rule: KeepRule) -> dict[str, dict[str, Any]]:
         out = {}
-        for name, (records, scores) in domains.items():
-            keeps = pruner_keeps(records, scores, keep_rule)
+        for name, (records, scores, similarities) in domains.items():
+            keeps = pruner_keeps(records, scores, keep_rule, similarities)
             out[name] = {**prune_metrics(records, keeps, keep_rule.threshold),
                          "kept_sentences": kept_share(keeps)}
         return out
 
-    grid = [KeepRule(t, r, f) for r in RULES for t in THRESHOLDS for f in floors]
+    grid = [KeepRule(t, r, f, m) for r in RULES for t in THRESHOLDS for f in floors
+            for m in min_similarities]
     results = [(keep_rule, evaluate(keep_rule)) for keep_rule in grid]
 
     def mean_f1(item: tuple[KeepRule, dict[str, dict[str, Any]]]) -> float:
@@ -55,9 +72,11 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
     best_alone = {name: max(results, key=f1_of(name)) for name in domains}
     return {
         "rule": chosen.rule, "threshold": chosen.threshold, "floor": chosen.floor,
+        "min_similarity": chosen.min_similarity,
         "mean_f1": mean_f1((chosen, metrics)), "domains": metrics,
         "best_per_domain": {name: {"rule": k.rule, "threshold": k.threshold, "floor": k.floor,
-                                   "f1": m[name]["f1"]} for name, (k, m) in best_alone.items()},
+                                   "min_similarity": k.min_similarity, "f1": m[name]["f1"]}
+                            for name, (k, m) in best_alone.items()},
         "dev_files": [str(p) for p in dev_files],
     }
 
@@ -68,7 +87,8 @@ def store(checkpoint: Path, calibration: dict[str, Any]) -> None:
     config = json.loads(config_file.read_text())
     config.update(agentmem_sentence_rule=calibration["rule"],
                   agentmem_threshold=calibration["threshold"],
-                  agentmem_keep_floor=calibration["floor"])
+                  agentmem_keep_floor=calibration["floor"],
+                  agentmem_min_similarity=calibration.get("min_similarity"))
     config_file.write_text(json.dumps(config, indent=2) + "\n")
     training_file = checkpoint / "training.json"
     training = json.loads(training_file.read_text()) if training_file.exists() else {}
