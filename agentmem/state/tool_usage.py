@@ -537,8 +537,12 @@ class ToolUsage:
                 await self._add(keys=[tool_usage_examples(scope, ident)], args=args, client=pipe)
                 pipe.hset(index, ident, orjson.dumps(
                     {"name": items[0].name, "schema": items[0].schema, "updated_at": now}))
+            stored = self._scopes[scope].offer_sets if scope in self._scopes else {}
             for offer, keys in offers.items():
-                pipe.hset(sets, offer, orjson.dumps(list(keys)))
+                # An id is its set's hash, so a set this process knows is stored already (one
+                # dropped since reads as any dropped set: offered with the whole list).
+                if offer not in stored:
+                    pipe.hset(sets, offer, orjson.dumps(list(keys)))
             if offers:
                 pipe.zadd(used, dict.fromkeys(offers, now))
             pipe.expire(index, ttl)
