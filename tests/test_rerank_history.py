@@ -196,3 +196,24 @@ def test_margin_reads_the_turns_at_the_budgets_edge():
     score[7] = -np.inf  # withheld by quarantine: never read
     wide = PruneSettings(rerank_turns=10, rerank_scope="margin", turn_spread=0.0)
     assert 7 not in _rerank_picks(older, score, rows, corpus, budget, wide)
+
+
+def test_bench_history_renders_a_shared_photo_as_locomo_does():
+    """A turn that shares a photo carries its caption, as LoCoMo's own evaluation renders it;
+    ``captions=False`` gives the earlier rendering (text only)."""
+    from agentmem.bench.formats import LocomoSample
+    from agentmem.bench.history import conversation_messages
+
+    sample = LocomoSample.model_validate({"sample_id": "s", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1 May 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Look at this!",
+                       "blip_caption": "a photo of a clipboard with a notepad"},
+                      {"speaker": "Bo", "dia_id": "D1:2", "text": "Nice. How do you use it?"}]},
+        "qa": []})
+    messages, where = conversation_messages(sample)
+    assert messages[0]["content"] == ("[1 May 2023] Look at this! "
+                                      "[and shared a photo of a clipboard with a notepad]")
+    assert messages[1] == {"role": "assistant", "content": "Nice. How do you use it?"}
+    assert where == {"D1:1": 0, "D1:2": 1}
+    plain, _ = conversation_messages(sample, captions=False)
+    assert plain[0]["content"] == "[1 May 2023] Look at this!"

@@ -28,7 +28,11 @@ from agentmem.ingest import message_tokens
 from agentmem.text import count_tokens, split_sentences
 
 
-def conversation_messages(sample) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def conversation_messages(sample, captions: bool = True) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The conversation as chat messages, and each turn's position. A turn that shares a photo
+    carries its caption (``blip_caption``), rendered as LoCoMo's own evaluation renders it
+    ("... and shared <caption>"): a question about the photo is about those words, and a chat
+    client would have sent the image with the turn."""
     conversation = sample.conversation
     a, b = conversation.get("speaker_a"), conversation.get("speaker_b")
     numbers = sorted(int(m.group(1)) for key in conversation
@@ -40,6 +44,8 @@ def conversation_messages(sample) -> tuple[list[dict[str, Any]], dict[str, int]]
         for position, turn in enumerate(conversation[f"session_{number}"]):
             role = "user" if turn.get("speaker") == a else "assistant" if turn.get("speaker") == b else "user"
             text = turn.get("text", "")
+            if captions and turn.get("blip_caption"):
+                text = f"{text} [and shared {turn['blip_caption']}]"
             if position == 0 and date:
                 text = f"[{date}] {text}"
             where[turn["dia_id"]] = len(messages)
@@ -83,7 +89,7 @@ class _Tally:
 
 
 async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = True,
-               compare: tuple[str, ...] = ()) -> dict[str, Any]:
+               compare: tuple[str, ...] = (), captions: bool = True) -> dict[str, Any]:
     from agentmem.api import Hygiene
     from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
@@ -96,7 +102,7 @@ async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = T
         for number, sample in enumerate(samples):
             if limit is not None and questions >= limit:
                 break
-            messages, where = conversation_messages(sample)
+            messages, where = conversation_messages(sample, captions)
             session = f"locomo-{number}"
             await hygiene.apply(messages + [{"role": "user", "content": "Hello again."}], session_id=session)
             await hygiene.drain()  # ingest-time embeddings of the whole conversation
@@ -197,7 +203,10 @@ def _embedding_topk(query, vectors, rows, messages, budget: int) -> set[int]:
 
 
 def run_history(samples, *, policy: str, limit: int | None = None, compare: tuple[str, ...] = (),
-                scaling: bool = True) -> dict[str, Any]:
+                scaling: bool = True, captions: bool = True) -> dict[str, Any]:
     """The bench for ``policy`` (and each of ``compare`` on the same sessions); ``scaling``:
-    add the call latency by conversation length (``policy`` only)."""
-    return asyncio.run(_run(samples, policy, limit, scaling, compare))
+    add the call latency by conversation length (``policy`` only); ``captions``: photo
+    captions in their turns (``conversation_messages``)."""
+    result = asyncio.run(_run(samples, policy, limit, scaling, compare, captions))
+    result["captions"] = captions
+    return result
