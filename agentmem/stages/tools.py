@@ -354,12 +354,7 @@ class ToolsStage(Stage):
     def _pins(names: list[str], history: list[dict[str, Any]], context: StageContext) -> dict[str, str]:
         settings = context.policy.tools
         reasons = {n: "always included by the policy" for n in settings.always_include}
-        choice = context.channels.tool_choice
-        if isinstance(choice, dict) and (choice.get("function") or {}).get("name"):
-            reasons[choice["function"]["name"]] = "named by tool_choice"
-        call = context.channels.function_call
-        if isinstance(call, dict) and call.get("name"):
-            reasons[call["name"]] = "named by function_call"
+        reasons.update(_named(context))
         for name, why in called_tools(history, settings.recent_calls_window).items():
             reasons.setdefault(name, why)
         offered = set(names)
@@ -405,15 +400,21 @@ class ToolsStage(Stage):
             detail=detail))
 
 
-def _forced(context: StageContext) -> str | None:
-    """The tool ``tool_choice`` (or a legacy ``function_call``) makes the model call, if any."""
+def _named(context: StageContext) -> dict[str, str]:
+    """The tools ``tool_choice`` (or a legacy ``function_call``) names, with which one named it."""
+    named: dict[str, str] = {}
     choice = context.channels.tool_choice
     if isinstance(choice, dict) and (choice.get("function") or {}).get("name"):
-        return str(choice["function"]["name"])
+        named[str(choice["function"]["name"])] = "named by tool_choice"
     call = context.channels.function_call
     if isinstance(call, dict) and call.get("name"):
-        return str(call["name"])
-    return None
+        named.setdefault(str(call["name"]), "named by function_call")
+    return named
+
+
+def _forced(context: StageContext) -> str | None:
+    """The tool the model is made to call, if any (``tool_choice`` before ``function_call``)."""
+    return next(iter(_named(context)), None)
 
 
 def _offer_set(offer: Offer, called: list[str]) -> OfferSet | None:
