@@ -183,7 +183,8 @@ class Pruner:
         whatever the threshold (``agentmem.models.keep_rule``); 0 is Provence's own rule.
         ``token_scores`` adds each sentence's model tokens with their keep probabilities.
         ``encode`` (a sentence embedder's): the sentences' cosine to the question vetoes
-        unrelated keeps and orders the floor's additions, as in the prune stage.
+        keeps below ``min_similarity`` (default: the checkpoint's) and orders the floor's
+        additions, as in the prune stage.
         """
         keep_rule = self.keep_rule(threshold, rule, floor, min_similarity)
         single = isinstance(question, str)
