@@ -13,7 +13,8 @@ dev file built from other data:
   to the question first (hard distractors, as HotpotQA's distractor setting retrieves them).
   The second hop rarely shares words with the question: the case where embeddings fall short.
 
-``python -m agentmem.train.dev_sets multihop SRC OUT`` / ``... multiparagraph SQUAD_DEV OUT``.
+``python -m agentmem.train.dev_sets multihop SRC OUT [GROUPS SEED]`` (8 distractor groups, seed
+13 by default) / ``... multiparagraph SQUAD_DEV OUT``.
 """
 
 from __future__ import annotations
@@ -108,5 +109,8 @@ def multiparagraph(squad_dev: Path, out: Path, *, seed: int = 13, paragraphs: in
 
 if __name__ == "__main__":
     kind, source, target = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    count = (multihop if kind == "multihop" else multiparagraph)(source, target)
+    if kind == "multihop" and len(sys.argv) > 4:  # multihop SRC OUT GROUPS SEED
+        count = multihop(source, target, distractor_groups=int(sys.argv[4]), seed=int(sys.argv[5]))
+    else:
+        count = (multihop if kind == "multihop" else multiparagraph)(source, target)
     print(f"wrote {count} records to {target}")
