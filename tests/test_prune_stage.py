@@ -93,16 +93,25 @@ async def test_recent_window_and_off_switches(hygiene):
     assert result.messages is HISTORY
 
 
+def _mug_lookup(log_lines: int) -> tuple[str, list[dict], list[dict]]:
+    """A tool output hiding one fact in the middle of ``log_lines`` log lines; the agent step
+    that fetched it (the output is the step's own), and the history one exchange later (the
+    output then sits in the recent window, where the stage prunes it)."""
+    noise = [f"Log line {i}: the nightly backup of server {i} finished without errors."
+             for i in range(log_lines)]
+    fact = ["Warehouse Rotterdam reports 14 red mugs in stock on shelf B4."]
+    output = " ".join(noise[:log_lines // 2] + fact + noise[log_lines // 2:])
+    step = [HISTORY[0], {"role": "user", "content": "How many red mugs are in stock? [[tool:inventory]]"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": output}]
+    later = [*step, {"role": "assistant", "content": "Let me check that."},
+             {"role": "user", "content": "So how many red mugs are in stock?"}]
+    return output, step, later
+
+
 async def test_large_tool_output_in_the_recent_window_is_pruned_by_provence(hygiene):
-    facts = ["Warehouse Rotterdam reports 14 red mugs in stock on shelf B4."]
-    noise = [f"Log line {i}: the nightly backup of server {i} finished without errors." for i in range(60)]
-    output = " ".join(noise[:30] + facts + noise[30:])
-    history = [HISTORY[0], {"role": "user", "content": "How many red mugs are in stock? [[tool:inventory]]"},
-               {"role": "assistant", "content": None, "tool_calls": [
-                   {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": "{}"}}]},
-               {"role": "tool", "tool_call_id": "c1", "content": output},
-               {"role": "assistant", "content": "Let me check that."},
-               {"role": "user", "content": "So how many red mugs are in stock?"}]
+    output, _, history = _mug_lookup(60)
     result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
                                  policy=_policy(keep_recent_exchanges=2, large_tool_output_tokens=200))
     tool = next(m for m in result.messages if m["role"] == "tool")
@@ -136,15 +145,7 @@ async def test_tool_output_cosines_come_from_its_stored_vectors_once_ingest_embe
     """The keep rule needs each sentence's cosine to the query. A tool output from an earlier
     exchange was embedded after that reply: the stage reads those vectors (no encode of the
     output's sentences on the call path) and decides exactly as when it embeds them itself."""
-    facts = ["Warehouse Rotterdam reports 14 red mugs in stock on shelf B4."]
-    noise = [f"Log line {i}: the nightly backup of server {i} finished without errors." for i in range(40)]
-    output = " ".join(noise[:20] + facts + noise[20:])
-    step = [HISTORY[0], {"role": "user", "content": "How many red mugs are in stock? [[tool:inventory]]"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": output}]
-    later = [*step, {"role": "assistant", "content": "Let me check that."},
-             {"role": "user", "content": "So how many red mugs are in stock?"}]
+    output, step, later = _mug_lookup(40)
     policy = policy_from_dict({"name": "prune-embed-test", "stages": ["prune"], "prune": {
         "history_floor_tokens": 0, "keep_recent_exchanges": 2, "large_tool_output_tokens": 200}})
     encoded: list[int] = []
@@ -164,8 +165,8 @@ async def test_tool_output_cosines_come_from_its_stored_vectors_once_ingest_embe
         embedded_now = await hygiene.apply(later, session_id=fresh, policy=policy)
     finally:
         hygiene.embedder.encode = encode
-    assert all(n < len(noise) for n in during_call)  # at most the query, never the output
-    assert any(n > len(noise) for n in encoded[len(during_call):])  # a new session embeds it
+    assert all(n < 40 for n in during_call)  # at most the query, never the output's 41
+    assert any(n > 40 for n in encoded[len(during_call):])  # a new session embeds them
     tool = next(m for m in from_store.messages if m["role"] == "tool")
     assert "14 red mugs" in tool["content"] and len(tool["content"]) < len(output) / 3
     assert tool == next(m for m in embedded_now.messages if m["role"] == "tool")

@@ -11,12 +11,12 @@ bench and ``/v1/highlight`` all decide through this one rule.
 
 The query's cosine, where the caller can embed the sentences (MiniLM), plays two parts.
 A sentence the threshold keeps must also be loosely related to the query (``min_similarity``):
-on ten paragraphs of a multi-hop question the model confidently keeps sentences of the wrong
-paragraph (precision 0.66), and these have almost no cosine to the question. And the floor adds
+on the many paragraphs of a multi-hop question the model confidently keeps sentences of the
+wrong paragraph (precision 0.66), and these have almost no cosine to the question. And the floor adds
 sentences in the query's cosine order, not the model's: the floor acts where the model is
 unsure, which is where its own ranking is weakest (on both dev domains the cosine order beat
 the model's and a reciprocal-rank fusion of the two). Calibrated on the SQuAD and multi-hop dev
-files (``agentmem train calibrate``): multi-hop F1 0.570 -> 0.73, SQuAD 0.848 -> 0.85. Where no
+files (``agentmem train calibrate``): multi-hop F1 0.570 -> 0.740, SQuAD 0.848 -> 0.853. Where no
 similarities are given (no embedder) the rule is the model's alone, as before.
 """
 

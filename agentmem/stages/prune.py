@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentmem.conversation import agent_step_start, query_of, recent_start
 from agentmem.lexical import terms
 from agentmem.messages import text_of
-from agentmem.models.keep_rule import query_similarities
 from agentmem.models.runtime import run_inference
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
@@ -521,15 +520,15 @@ async def _query_cosines(context: StageContext, candidate: Candidate, query: str
     large output's sentences on the call path cost about as much as the pruner's pass). A turn
     not embedded yet, or split differently, is embedded now."""
     spans = candidate.spans
+    vector = await context.query_vector(query)  # memoised: the call embedded it already
     corpus = await context.corpus(candidate.index + 1, vectors=False)
     if candidate.index < len(corpus.rows_of):
         first = corpus.rows_of[candidate.index].start
         rows = slice(first, first + len(spans))
         if corpus.spans[rows] == spans and bool(corpus.embedded[rows].all()):
-            vector = await context.query_vector(query)
             return [float(x) for x in corpus.vectors[rows] @ vector]
     own = [candidate.text[a:b] for a, b in spans]
-    return await run_inference(query_similarities, context.state.embedder.encode, query, own)
+    return [float(x) for x in await run_inference(context.state.embedder.encode, own) @ vector]
 
 
 def _lexical_keep(text: str, spans: list[tuple[int, int]], query: str) -> list[float]:
