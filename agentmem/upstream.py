@@ -83,14 +83,25 @@ class RouteLike(Protocol):
 
 
 class LitellmUpstream:
-    """The default upstream: litellm, with configured model routes applied."""
+    """The default upstream: litellm, with configured model routes applied.
 
-    def __init__(self, route: Callable[[str], RouteLike | None] | None = None) -> None:
+    ``prices_responses=False`` is for callers that never hand litellm's response object to
+    anyone (the proxy serialises it to JSON): litellm's price of the response, which it
+    stores in ``response._hidden_params``, is then skipped while no litellm callback is
+    registered, since nobody could read it (see ``_pricing_only_if_read``)."""
+
+    def __init__(self, route: Callable[[str], RouteLike | None] | None = None, *,
+                 prices_responses: bool = True) -> None:
         self.route = route
+        self.prices_responses = prices_responses
 
     async def complete(self, request: dict[str, Any]) -> Any:
         route = self.route(request["model"]) if self.route is not None else None
-        return await acompletion(litellm_kwargs(request, route.resolved_params() if route else None))
+        kwargs = litellm_kwargs(request, route.resolved_params() if route else None)
+        if self.prices_responses:
+            return await acompletion(kwargs)
+        with _pricing_only_if_read():
+            return await acompletion(kwargs)
 
     async def warm(self) -> None:
         """Pay litellm's first-call cost (about 1 s of lazy imports and set-up in a thread)
@@ -131,6 +142,40 @@ def _logging_only_if_heard() -> Iterator[None]:
         yield
     finally:
         _litellm_internal_call.reset(token)
+
+
+# Set while a call's price would be read by nobody; litellm's pricing hook checks it.
+_price_unread: ContextVar[bool] = ContextVar("agentmem_price_unread", default=False)
+
+
+def _skip_unread_prices(price: Callable[..., Any]) -> Callable[..., Any]:
+    def response_cost_calculator(*args: Any, **kwargs: Any) -> Any:
+        return None if _price_unread.get() else price(*args, **kwargs)
+    response_cost_calculator.__wrapped__ = price  # type: ignore[attr-defined]
+    return response_cost_calculator
+
+
+# litellm prices every response as it builds it, through this module-level function (looked
+# up per call), and for a model missing from its price map it looks the model up again to
+# explain the failure: ~0.6 ms of CPU per call, 11% of the ``off`` proxy's overhead
+# (`agentmem bench overhead`). The wrapper returns "no price" (what litellm returns for an
+# unpriced model) only inside ``_pricing_only_if_read``; every other caller in the process,
+# and every call while a callback listens, gets litellm's price as before.
+if callable(getattr(litellm, "response_cost_calculator", None)) and not hasattr(
+        litellm.response_cost_calculator, "__wrapped__"):
+    litellm.response_cost_calculator = _skip_unread_prices(litellm.response_cost_calculator)
+
+
+@contextlib.contextmanager
+def _pricing_only_if_read() -> Iterator[None]:
+    if litellm_logs_anything():
+        yield
+        return
+    token = _price_unread.set(True)
+    try:
+        yield
+    finally:
+        _price_unread.reset(token)
 
 
 async def acompletion(kwargs: dict):

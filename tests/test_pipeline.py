@@ -236,4 +236,38 @@ async def test_litellm_callbacks_still_hear_every_call(hygiene, upstream):
         assert len(heard.successes) == 1
         assert heard.successes[0]["standard_logging_object"]["model"] == "echo"
     finally:
-        litellm.callbacks = []
+        _forget_litellm_callbacks()
+
+
+async def test_the_proxy_upstream_skips_litellm_pricing_only_while_nobody_can_read_it(upstream):
+    """litellm prices each response into ``_hidden_params``. The proxy's upstream
+    (``prices_responses=False``) skips that while no litellm callback is registered; the
+    library's keeps it, and a registered callback gets the price back."""
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+
+    from agentmem.upstream import LitellmUpstream
+
+    request = {"model": "openai/gpt-4o-mini", "api_base": f"{upstream.url}/v1",
+               "api_key": "sk-test", "messages": [{"role": "user", "content": "price me"}]}
+    library = await LitellmUpstream().complete(dict(request))
+    assert library._hidden_params["response_cost"] > 0
+    proxy = LitellmUpstream(prices_responses=False)
+    assert (await proxy.complete(dict(request)))._hidden_params["response_cost"] is None
+    litellm.callbacks = [CustomLogger()]
+    try:
+        assert (await proxy.complete(dict(request)))._hidden_params["response_cost"] > 0
+    finally:
+        _forget_litellm_callbacks()
+    assert (await LitellmUpstream().complete(dict(request)))._hidden_params["response_cost"] > 0
+
+
+def _forget_litellm_callbacks() -> None:
+    """litellm copies a registered callback into its internal lists on the next call; a test
+    that registered one leaves none behind anywhere."""
+    import litellm
+
+    from agentmem.upstream import _CALLBACK_LISTS
+
+    for name in _CALLBACK_LISTS:
+        setattr(litellm, name, [])

@@ -28,6 +28,7 @@ from agentmem.proxy import (
 )
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.errors import install_error_handlers
+from agentmem.upstream import LitellmUpstream
 
 log = logging.getLogger("agentmem.proxy")
 
@@ -39,7 +40,9 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
     settings = settings or Settings.load()
     if settings.model_runtime != "auto":  # process-wide, like the models it loads
         configure_runtime(settings.model_runtime)
-    engine = hygiene or Hygiene(settings=settings)
+    # The proxy sends litellm's response on as JSON, so litellm's price of it is never read.
+    engine = hygiene or Hygiene(settings=settings, upstream=LitellmUpstream(
+        settings.route, prices_responses=False))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
