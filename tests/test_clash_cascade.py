@@ -11,6 +11,7 @@ from agentmem.quarantine.clash import (
     all_rule_clashes,
     candidate_pairs,
     clash_sources,
+    nli_candidates,
     settle,
     undecided,
 )
@@ -74,3 +75,30 @@ def test_tool_results_are_compared_only_when_asked():
                               (1, "user", "Where is it?")])
     assert clash_sources(statements, SETTINGS) == [1]
     assert clash_sources(statements, SETTINGS.model_copy(update={"clash_tools": True})) == [0, 1]
+
+
+def test_nli_scores_each_distinct_pair_once_and_no_word_for_word_repeat():
+    """Agents repeat sentences; NLI (the cascade's expensive step) sees each distinct pair
+    once, a restatement in the same words is no contradiction, and every pair still gets
+    its score. The real shipped model, its calls recorded."""
+    from agentmem.models.nli import cached_nli
+
+    model, asked = cached_nli(), []
+
+    class Recording:
+        def contradiction(self, pairs):
+            asked.append(list(pairs))
+            return model.contradiction(pairs)
+
+    statements = _statements([(0, "user", "The meeting is on Thursday."),
+                              (1, "user", "The meeting is on Thursday."),
+                              (2, "user", "The meeting is on Friday."),
+                              (3, "user", "the meeting is  on thursday.")])
+    scored = nli_candidates(statements, [2, 3], Recording(), SETTINGS)
+    assert sorted((c.older, c.newer) for c in scored) == [(0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    assert len(asked) == 1 and sorted(asked[0]) == [
+        ("The meeting is on Friday.", "the meeting is  on thursday."),
+        ("The meeting is on Thursday.", "The meeting is on Friday.")]
+    by_pair = {(c.older, c.newer): c.probability for c in scored}
+    assert by_pair[(0, 2)] == by_pair[(1, 2)] > 0.5  # Thursday vs Friday: one score, shared
+    assert by_pair[(0, 3)] == by_pair[(1, 3)] == 0.0
