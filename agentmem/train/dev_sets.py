@@ -12,9 +12,13 @@ dev file built from other data:
   agentmem/train/DATA.md) among other questions' evidence groups, the ones BM25 finds closest
   to the question first (hard distractors, as HotpotQA's distractor setting retrieves them).
   The second hop rarely shares words with the question: the case where embeddings fall short.
+- ``chat``: long two-speaker conversations in the LoCoMo JSON layout (``bench history``) from
+  Schema-Guided Dialogue dialogues, questions with known evidence turns
+  (agentmem/train/chat_dev.py): the history settings are chosen on it, never on LoCoMo.
 
 ``python -m agentmem.train.dev_sets multihop SRC OUT [GROUPS SEED]`` (8 distractor groups, seed
-13 by default) / ``... multiparagraph SQUAD_DEV OUT``.
+13 by default) / ``... multiparagraph SQUAD_DEV OUT`` / ``... chat SGD_FOLDER OUT
+[CONVERSATIONS SESSIONS SEED]`` (4 conversations of 55 sessions, seed 13 by default).
 """
 
 from __future__ import annotations
@@ -109,7 +113,13 @@ def multiparagraph(squad_dev: Path, out: Path, *, seed: int = 13, paragraphs: in
 
 if __name__ == "__main__":
     kind, source, target = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    if kind == "multihop" and len(sys.argv) > 4:  # multihop SRC OUT GROUPS SEED
+    if kind == "chat":  # chat SGD_FOLDER OUT [CONVERSATIONS SESSIONS SEED]
+        from agentmem.train.chat_dev import chat
+
+        numbers = [int(x) for x in sys.argv[4:7]]
+        options = dict(zip(("conversations", "sessions", "seed"), numbers))
+        count = chat(source, target, **options)
+    elif kind == "multihop" and len(sys.argv) > 4:  # multihop SRC OUT GROUPS SEED
         count = multihop(source, target, distractor_groups=int(sys.argv[4]), seed=int(sys.argv[5]))
     else:
         count = (multihop if kind == "multihop" else multiparagraph)(source, target)
