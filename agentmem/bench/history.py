@@ -10,7 +10,11 @@ sentences most similar to the question by MiniLM cosine.
 once), each with its own recall, token fraction, latency and baselines at its own token count.
 Why: the modes of the prune stage differ per question only in the call, and ingesting five
 long conversations per mode cost most of a run on the 2-core machine. LoCoMo's licence is
-non-commercial: it is used to evaluate and choose between modes, never to fit weights.
+non-commercial: it is used to evaluate, never to fit weights or choose parameters (those are
+chosen on the SGD chat dev set, agentmem/train/chat_dev.py).
+
+``evidence_recall_by_category``: recall per QA ``category`` (LoCoMo's 1-5; the chat dev set's
+kinds 1-4), because a mean over kinds hides which kind of evidence a setting loses.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ class _Tally:
         self.fractions: list[float] = []
         self.latencies: list[float] = []
         self.warnings: dict[str, int] = {}
+        self.by_category: dict[str, list[int]] = {}  # category: [retained, evidence turns]
 
     def result(self, questions: int) -> dict[str, Any]:
         total = self.total
@@ -84,6 +89,9 @@ class _Tally:
             "baselines": {"recency": {"evidence_recall": self.recency_hits / total if total else 0.0},
                           "embedding_topk": {"evidence_recall": self.embed_hits / total if total else 0.0}},
             "policy": self.policy,
+            "evidence_recall_by_category": {
+                category: {"evidence_recall": kept / total if total else 0.0, "evidence_turns": total}
+                for category, (kept, total) in sorted(self.by_category.items())},
             **({"warnings": dict(self.warnings)} if self.warnings else {}),
         }
 
@@ -137,11 +145,14 @@ async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = T
                     recent = _recency(turn_tokens, budget)
                     chosen = _embedding_topk(query_vector, sentence_vectors, sentence_rows,
                                              messages, budget)
+                    counts = tally.by_category.setdefault(str(qa.category), [0, 0])
                     for index in evidence:
                         tally.total += 1
+                        counts[1] += 1
                         kept = outgoing.get(index)
                         if kept is not None and kept.get("content"):
                             tally.retained += 1
+                            counts[0] += 1
                             tally.full += kept["content"] == messages[index]["content"]
                         tally.recency_hits += index in recent
                         tally.embed_hits += index in chosen
