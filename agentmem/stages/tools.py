@@ -159,15 +159,28 @@ def memory_bonus(evidence: Evidence, vector: np.ndarray, settings: MemorySetting
     return bonus.astype(np.float32), nearest
 
 
+def soft_best(scores: np.ndarray, softness: float | None) -> float:
+    """The best score, or with ``softness`` its smooth version ``softness x log(sum
+    exp(score / softness))``: at least the best, and higher the more tools crowd near it, so a
+    margin counted down from it keeps exactly the tools whose share of softmax(score /
+    softness) is at least exp(-margin / softness) (``memory.softness``, README: Tools)."""
+    best = float(scores.max())
+    if not softness:
+        return best
+    shifted = (scores.astype(np.float64) - best) / softness
+    return best + softness * float(np.log(np.exp(shifted).sum()))
+
+
 def select(scores: np.ndarray, pinned: np.ndarray, settings, top: float | None = None,
            learned: bool = False) -> tuple[np.ndarray, float]:
     """Kept mask: the pinned, the ``min_tools`` best, then the next best above the floor
     until ``max_tools`` are kept. The margin counts down from ``top`` (the best text score
     when memory moved the scores; the best score otherwise). When memory scored the list
     (``learned``) and the policy sets ``memory.margin``, that margin counts down from the best
-    final score and ``memory.max_tools`` caps the list instead: with a learned model the scores
-    say how sure the stage is, so a confident call keeps few tools and a flat one more, within
-    the same mean budget. Returns the mask and the floor."""
+    final score (the soft best with ``memory.softness``) and ``memory.max_tools`` caps the list
+    instead: with a learned model the scores say how sure the stage is, so a confident call
+    keeps few tools and a flat one more, within the same mean budget. Returns the mask and the
+    floor."""
     order = np.argsort(-scores, kind="stable")
     keep = pinned.copy()
     keep[order[: settings.min_tools]] = True
@@ -177,8 +190,8 @@ def select(scores: np.ndarray, pinned: np.ndarray, settings, top: float | None =
     memory = settings.memory
     margin, most = settings.margin, settings.max_tools
     if learned and memory.margin is not None:
-        margin, top = memory.margin, None
-        most = memory.max_tools or most
+        margin, most = memory.margin, memory.max_tools or most
+        top = soft_best(scores, memory.softness) if len(scores) else None
     if margin is not None and len(order):
         best = float(scores[order[0]]) if top is None else top
         floor = max(floor, best - margin)
@@ -369,7 +382,7 @@ class ToolsStage(Stage):
         rounded, rank_list = _rounded(scores), ranks.tolist()
         beyond = (f" of {len(names)} by relevance to the turn; at most {settings.max_tools} "
                   "tools are offered")
-        below = f" is below the floor {floor:.3f} (the threshold, or the best score minus the margin)"
+        below = f" is below the floor {floor:.3f} (the threshold, or the (soft) best score minus the margin)"
         decisions = context.run.decisions
         for index in np.flatnonzero(~keep).tolist():
             score = rounded[index]
