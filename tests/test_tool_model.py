@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 
 from agentmem.models.embedder import from_bytes, to_bytes
-from agentmem.stages.tools import ToolSettings, select, soft_best
+from agentmem.stages.tools import ToolSettings, most_kept, select, soft_best
 from agentmem.state.tool_model import TrainingSet, fit, leave_one_out_bonus, train
 from agentmem.state.tool_usage import memory_scope
 from agentmem.tools_memory import ToolExample, add_tool_examples
@@ -103,6 +103,18 @@ def test_softness_cuts_a_crowded_top_harder_and_leaves_a_lone_best_alone():
             == select(lone, pinned, plain, learned=True)[0].tolist() == [True] * 3 + [False] * 5)
     # Without memory the soft best is never used: the plain margin from the text top decides.
     assert select(crowd, pinned, soft, top=3.0)[0].sum() == 3
+
+
+def test_the_cap_a_drop_reason_quotes_is_the_one_that_applied():
+    """A tool dropped for its rank is told the cap that cut it: ``memory.max_tools`` once
+    memory scored the list, ``max_tools`` otherwise (select uses the same cap)."""
+    settings = ToolSettings(max_tools=3, min_tools=1, memory={"margin": 5.0, "max_tools": 5})
+    scores = np.linspace(2.0, 1.0, 8).astype(np.float32)
+    pinned = np.zeros(8, dtype=bool)
+    assert most_kept(settings, learned=True) == 5 == select(scores, pinned, settings, learned=True)[0].sum()
+    assert most_kept(settings, learned=False) == 3 == select(scores, pinned, settings, top=2.0)[0].sum()
+    no_margin = ToolSettings(max_tools=3, memory={"max_tools": 5})
+    assert most_kept(no_margin, learned=True) == 3
 
 
 def test_softness_keeps_exactly_the_tools_with_enough_softmax_share():
