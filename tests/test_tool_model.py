@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 
 from agentmem.models.embedder import from_bytes, to_bytes
-from agentmem.stages.tools import ToolSettings, select
+from agentmem.stages.tools import ToolSettings, most_kept, select, soft_best
 from agentmem.state.tool_model import TrainingSet, fit, leave_one_out_bonus, train
 from agentmem.state.tool_usage import memory_scope
 from agentmem.tools_memory import ToolExample, add_tool_examples
@@ -84,6 +84,52 @@ def test_select_with_memory_uses_its_own_margin_from_the_best_final_score():
     assert floor == 2.0 and learned.sum() == 5  # best final 3.0 - 1.0, up to memory.max_tools
     unset = ToolSettings(max_tools=3, min_tools=1, margin=0.5)
     assert select(scores, pinned, unset, top=2.0, learned=True)[0].tolist() == plain.tolist()
+
+
+def test_softness_cuts_a_crowded_top_harder_and_leaves_a_lone_best_alone():
+    """memory.softness counts the margin down from the soft best: eight tools, margin 1.0. A
+    lone best keeps what the plain best keeps; five tools crowding it raise the soft best to
+    3.28, so the two far ones (2.1, 2.05) that the plain best keeps are dropped."""
+    soft = ToolSettings(max_tools=3, min_tools=1, memory={"margin": 1.0, "max_tools": 16,
+                                                          "softness": 0.2})
+    plain = ToolSettings(max_tools=3, min_tools=1, memory={"margin": 1.0, "max_tools": 16})
+    pinned = np.zeros(8, dtype=bool)
+    crowd = np.asarray([3.0, 2.9, 2.9, 2.9, 2.9, 2.9, 2.1, 2.05], dtype=np.float32)
+    assert select(crowd, pinned, plain, learned=True)[0].sum() == 8
+    kept, floor = select(crowd, pinned, soft, learned=True)
+    assert kept.tolist() == [True] * 6 + [False] * 2 and np.isclose(floor, 2.28, atol=0.01)
+    lone = np.asarray([3.0, 2.1, 2.05, 0.5, 0.4, 0.3, 0.2, 0.1], dtype=np.float32)
+    assert (select(lone, pinned, soft, learned=True)[0].tolist()
+            == select(lone, pinned, plain, learned=True)[0].tolist() == [True] * 3 + [False] * 5)
+    # Without memory the soft best is never used: the plain margin from the text top decides.
+    assert select(crowd, pinned, soft, top=3.0)[0].sum() == 3
+
+
+def test_the_cap_a_drop_reason_quotes_is_the_one_that_applied():
+    """A tool dropped for its rank is told the cap that cut it: ``memory.max_tools`` once
+    memory scored the list, ``max_tools`` otherwise (select uses the same cap)."""
+    settings = ToolSettings(max_tools=3, min_tools=1, memory={"margin": 5.0, "max_tools": 5})
+    scores = np.linspace(2.0, 1.0, 8).astype(np.float32)
+    pinned = np.zeros(8, dtype=bool)
+    assert most_kept(settings, learned=True) == 5 == select(scores, pinned, settings, learned=True)[0].sum()
+    assert most_kept(settings, learned=False) == 3 == select(scores, pinned, settings, top=2.0)[0].sum()
+    no_margin = ToolSettings(max_tools=3, memory={"max_tools": 5})
+    assert most_kept(no_margin, learned=True) == 3
+
+
+def test_softness_keeps_exactly_the_tools_with_enough_softmax_share():
+    """The margin from the soft best is a threshold on each tool's share of softmax(score /
+    softness), exp(-margin / softness): checked on random lists against the softmax itself."""
+    rng = np.random.default_rng(3)
+    settings = ToolSettings(min_tools=1, memory={"margin": 1.0, "max_tools": 200,
+                                                 "softness": 0.21})
+    for _ in range(20):
+        scores = rng.normal(1.0, 0.4, 199).astype(np.float32)
+        kept, _ = select(scores, np.zeros(199, dtype=bool), settings, learned=True)
+        shares = np.exp((scores - scores.max()) / 0.21)
+        shares /= shares.sum()
+        assert kept.tolist() == (shares >= np.exp(-1.0 / 0.21) - 1e-9).tolist()
+    assert soft_best(np.asarray([1.0, 0.5]), None) == 1.0  # no softness: the best itself
 
 
 async def test_the_model_trains_in_the_background_and_stays_in_its_tenant(engine):  # noqa: F811

@@ -314,6 +314,7 @@ async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
                     proxied.append(elapsed)
             history.append({"role": "assistant",
                             "content": body["choices"][0]["message"]["content"]})
+        after_reply = await _after_reply_per_turn(post, target, history, conversation)
         out[str(size)] = {
             "overhead_ms_p50": round(percentile(proxied, 0.5) - percentile(plain, 0.5), 3),
             "overhead_ms_p95": round(percentile(proxied, 0.95) - percentile(plain, 0.95), 3),
@@ -323,11 +324,35 @@ async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
             "n": len(proxied), "messages": len(history), "policy": target.name,
             "seed_ms_per_turn": round(seed_ms / size, 3),
             "ingest_ms_per_turn": round((seed_ms + settle_ms) / size, 3),
+            "after_reply_ms_per_turn_p50": round(percentile(after_reply, 0.5), 3),
+            "after_reply_ms_per_turn_p95": round(percentile(after_reply, 0.95), 3),
             "peak_rss_mb": peak_rss()}
     return out
 
 
-async def _settled(target: Target, timeout: float = 600) -> float:
+AFTER_REPLY_CALLS = 10
+
+
+async def _after_reply_per_turn(post, target: Target, history: list[dict],
+                                conversation: str) -> list[float]:
+    """A session growing one exchange per call, as it does in production: each call's
+    after-reply work (storing the reply, embeddings, clash and poison detection) until the
+    proxy is idle again, per new turn (the user's turn and the reply). The seed's ingest
+    spreads a whole history's work over its turns, with the detectors' per-reply caps; this
+    is what each further turn costs."""
+    out = []
+    for step in range(AFTER_REPLY_CALLS):
+        history.append({"role": "user", "content": _text(step + 7, 3)})
+        await _settled(target, poll=0.002)
+        _, body = await post(target, history, conversation)
+        started = time.perf_counter()
+        await _settled(target, poll=0.002)
+        out.append((time.perf_counter() - started) * 1000 / 2)
+        history.append({"role": "assistant", "content": body["choices"][0]["message"]["content"]})
+    return out
+
+
+async def _settled(target: Target, timeout: float = 600, poll: float = 0.1) -> float:
     """Milliseconds until the proxy has no after-reply work left (``/healthz``'s
     ``background``). The session-length sweep measures calls on a settled session, as one
     that grew a turn at a time would be; the seed's backlog is reported as ingest instead."""
@@ -337,5 +362,5 @@ async def _settled(target: Target, timeout: float = 600) -> float:
         while time.perf_counter() - started < timeout:
             if (await http.get(health)).json().get("background", 0) == 0:
                 break
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(poll)
     return (time.perf_counter() - started) * 1000

@@ -159,15 +159,37 @@ def memory_bonus(evidence: Evidence, vector: np.ndarray, settings: MemorySetting
     return bonus.astype(np.float32), nearest
 
 
+def soft_best(scores: np.ndarray, softness: float | None) -> float:
+    """The best score, or with ``softness`` its smooth version ``softness x log(sum
+    exp(score / softness))``: at least the best, and higher the more tools crowd near it, so a
+    margin counted down from it keeps exactly the tools whose share of softmax(score /
+    softness) is at least exp(-margin / softness) (``memory.softness``, README: Tools)."""
+    best = float(scores.max())
+    if not softness:
+        return best
+    shifted = (scores.astype(np.float64) - best) / softness
+    return best + softness * float(np.log(np.exp(shifted).sum()))
+
+
+def most_kept(settings, learned: bool) -> int:
+    """The cap on kept tools: ``memory.max_tools`` once memory scored the list (with its
+    margin), ``max_tools`` otherwise."""
+    memory = settings.memory
+    if learned and memory.margin is not None and memory.max_tools:
+        return int(memory.max_tools)
+    return int(settings.max_tools)
+
+
 def select(scores: np.ndarray, pinned: np.ndarray, settings, top: float | None = None,
            learned: bool = False) -> tuple[np.ndarray, float]:
     """Kept mask: the pinned, the ``min_tools`` best, then the next best above the floor
     until ``max_tools`` are kept. The margin counts down from ``top`` (the best text score
     when memory moved the scores; the best score otherwise). When memory scored the list
     (``learned``) and the policy sets ``memory.margin``, that margin counts down from the best
-    final score and ``memory.max_tools`` caps the list instead: with a learned model the scores
-    say how sure the stage is, so a confident call keeps few tools and a flat one more, within
-    the same mean budget. Returns the mask and the floor."""
+    final score (the soft best with ``memory.softness``) and ``memory.max_tools`` caps the list
+    instead: with a learned model the scores say how sure the stage is, so a confident call
+    keeps few tools and a flat one more, within the same mean budget. Returns the mask and the
+    floor."""
     order = np.argsort(-scores, kind="stable")
     keep = pinned.copy()
     keep[order[: settings.min_tools]] = True
@@ -175,10 +197,10 @@ def select(scores: np.ndarray, pinned: np.ndarray, settings, top: float | None =
     if settings.threshold is not None:
         floor = settings.threshold
     memory = settings.memory
-    margin, most = settings.margin, settings.max_tools
+    margin, most = settings.margin, most_kept(settings, learned)
     if learned and memory.margin is not None:
-        margin, top = memory.margin, None
-        most = memory.max_tools or most
+        margin = memory.margin
+        top = soft_best(scores, memory.softness) if len(scores) else None
     if margin is not None and len(order):
         best = float(scores[order[0]]) if top is None else top
         floor = max(floor, best - margin)
@@ -266,7 +288,8 @@ class ToolsStage(Stage):
         if offer is not None and offer.shown is None and not keep.all():
             offer.shown = keep.tolist()  # the model chooses among these only
         if not keep.all():
-            self._record_drops(context, names, scores, keep, floor)
+            self._record_drops(context, names, scores, keep, floor,
+                               most_kept(settings, learned is not None))
             kept = iter(keep.tolist())
             for attr, tools in pools:
                 flags = [next(kept) for _ in tools]
@@ -362,14 +385,13 @@ class ToolsStage(Stage):
 
     @staticmethod
     def _record_drops(context: StageContext, names: list[str], scores: np.ndarray,
-                      keep: np.ndarray, floor: float) -> None:
-        settings = context.policy.tools
+                      keep: np.ndarray, floor: float, most: int) -> None:
         ranks = np.empty(len(scores), dtype=np.int64)
         ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
         rounded, rank_list = _rounded(scores), ranks.tolist()
-        beyond = (f" of {len(names)} by relevance to the turn; at most {settings.max_tools} "
-                  "tools are offered")
-        below = f" is below the floor {floor:.3f} (the threshold, or the best score minus the margin)"
+        beyond = (f" of {len(names)} by relevance to the turn; at most {most} tools "
+                  "are offered")
+        below = f" is below the floor {floor:.3f} (the threshold, or the (soft) best score minus the margin)"
         decisions = context.run.decisions
         for index in np.flatnonzero(~keep).tolist():
             score = rounded[index]

@@ -23,8 +23,9 @@ another tenant's call. The prior the model is trained on scores each example wit
 example left out (leave-one-out nearest query), so training sees what a new query would see.
 
 Hyperparameters (``l2``, steps, learning rate) and the selection used with it (the policy's
-``memory.margin`` / ``memory.max_tools``) were chosen by 5-fold cross-validation on the
-MetaTool warm-up queries only, never on the evaluation file (see README, Tools).
+``memory.margin`` / ``memory.softness`` / ``memory.max_tools``) were chosen by 5-fold
+cross-validation on the MetaTool warm-up queries only, never on the evaluation file (see
+README, Tools).
 """
 
 from __future__ import annotations

@@ -152,6 +152,17 @@ class MemorySettings(BaseModel):
     max_tools: int | None = Field(
         None, ge=1, description="When memory scored the list: most tools kept (null: "
         "tools.max_tools). With margin, confident calls keep few and flat ones more.")
+    softness: float | None = Field(
+        None, gt=0, description="When memory scored the list and margin is set: count the margin "
+        "down from the soft best score, softness x log(sum exp(score / softness)) over the offered "
+        "tools, instead of the best (null: the best). Equivalently, keep the tools whose share of "
+        "softmax(score / softness) is at least exp(-margin / softness). Why: a crowd of tools "
+        "near the top raises the soft best, so a list whose probability is spread over many "
+        "tools is cut harder (each extra tool is unlikely to be the one) and the budget goes to "
+        "lists where a few tools share it, with a higher cap. 5-fold CV on the MetaTool warm-up "
+        "queries: 0.921 at 9.43 of 199 kept (softness 0.21, margin 1.0, at most 16) against "
+        "0.914 at 9.46 from the best score (at most 12); mean of 5 fold seeds 0.920 / 0.914 at "
+        "9.43 / 9.47.")
 
     @field_validator("share_as")
     @classmethod
