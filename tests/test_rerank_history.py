@@ -173,6 +173,7 @@ def test_bench_history_compares_policies_on_the_same_sessions(tmp_path):
     for entry in (result, compared):
         assert entry["evidence_turns"] == 1 and 0 < entry["token_fraction"] < 1
         assert set(entry["baselines"]) == {"recency", "embedding_topk"}
+        assert entry["evidence_recall_by_category"]["1"]["evidence_turns"] == 1
         assert entry["latency_ms_p50"] > 0
 
 
