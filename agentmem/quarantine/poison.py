@@ -436,10 +436,21 @@ class _Unit:
         return detail in self.prefixes or any(p in words for p in _word_prefixes(detail))
 
     def covered(self, details: frozenset[str], asked: bool = False) -> frozenset[str]:
-        out = frozenset(d for d in details if self.states(d, asked))
-        if self.weekdays and len(out) < len(details):  # "Saturday", said with a date it falls on
-            out |= {d for d in details - out if self.weekdays.get(d, set()) & details}
-        return out
+        """The details this unit states (``asked``: counting its call's words)."""
+        return _covered(self.words, self.asked, details, asked)
+
+
+@lru_cache(maxsize=1 << 17)
+def _covered(words: frozenset[str], asked_words: frozenset[str], details: frozenset[str],
+             asked: bool) -> frozenset[str]:
+    """``_Unit.covered`` by content. Every reply re-checks the window's clauses against the
+    session's units, and from one reply to the next almost all of those pairs are the same:
+    cached, a reply pays only for its new clauses and units."""
+    unit = _Unit(-1, "", words, asked_words)
+    out = frozenset(d for d in details if unit.states(d, asked))
+    if unit.weekdays and len(out) < len(details):  # "Saturday", said with a date it falls on
+        out |= {d for d in details - out if unit.weekdays.get(d, set()) & details}
+    return out
 
 
 @lru_cache(maxsize=1 << 15)
@@ -501,35 +512,40 @@ class _Units:
         # arrays: a long session's common words are keys to thousands of units
         self.index = {key: np.asarray(found, dtype=np.int32) for key, found in index.items()}
         self._none = np.zeros(0, dtype=np.int32)
+        # per unit, whether a user said it and where: candidates filter on these in numpy
+        self._user = np.asarray([u.trust == "user" for u in units], dtype=bool)
+        self._position = np.asarray([u.position for u in units], dtype=np.int64)
+        self._held: dict[str, np.ndarray] = {}  # detail -> holders; clauses share words
 
     def _holders(self, detail: str) -> np.ndarray:
         """The units that may state the detail (distinct, ascending)."""
-        found = [self.index[key] for key in _lookup_keys(detail) if key in self.index]
-        if not found:
-            return self._none
-        return found[0] if len(found) == 1 else np.unique(np.concatenate(found))
+        held = self._held.get(detail)
+        if held is None:
+            found = [self.index[key] for key in _lookup_keys(detail) if key in self.index]
+            held = (self._none if not found else
+                    found[0] if len(found) == 1 else np.unique(np.concatenate(found)))
+            self._held[detail] = held
+        return held
 
     def states(self, detail: str, *, before: int) -> bool:
         """Whether any unit states the detail (user units only before ``before``)."""
         return any(self.all[i].states(detail) for i in self._holders(detail).tolist()
                    if self.all[i].trust != "user" or self.all[i].position < before)
 
-    def candidates(self, clause: Clause, *, before: int | None = None, share: float = 0.0
-                   ) -> list[_Unit]:
+    def candidates(self, clause: Clause, *, before: int | None = None, share: float = 0.0,
+                   most: int | None = None) -> list[_Unit]:
         """Units that may state at least ``share`` of the clause's details, most promising
-        first (user units only before ``before`` when given)."""
-        held = [self._holders(detail) for detail in clause.details]
-        held = [h for h in held if len(h)]
+        first (user units only before ``before`` when given; the first ``most`` only)."""
+        held = [h for h in (self._holders(detail) for detail in clause.details) if len(h)]
         if not held:
             return []
         hits = np.bincount(np.concatenate(held), minlength=len(self.all))
         need = max(1, share * len(clause.details) - 1e-9)
         chosen = np.flatnonzero(hits >= need)
-        order = chosen[np.lexsort((chosen, -hits[chosen]))].tolist()  # most hits, then earliest
-        units = [self.all[i] for i in order]
         if before is not None:
-            units = [u for u in units if u.trust != "user" or u.position < before]
-        return units
+            chosen = chosen[~self._user[chosen] | (self._position[chosen] < before)]
+        order = chosen[np.lexsort((chosen, -hits[chosen]))]  # most hits, then earliest
+        return [self.all[i] for i in order[:most].tolist()]
 
 
 def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | None = None,
@@ -609,7 +625,8 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
         members = [k for k in members if user_strong[k] >= first]  # an echo supports nothing
         if len({clauses[k].position for k in members}) < settings.min_occurrences:
             continue
-        gaps = {k: unsupported_details(clauses[k], index.candidates(clauses[k], before=first))
+        gaps = {k: unsupported_details(clauses[k], index.candidates(
+                    clauses[k], before=first, most=UNITS_EXAMINED))
                 for k in members}
         members = [k for k in members if gaps[k]]  # all of it stated somewhere: nothing to repeat
         # A claim's recurring unsupported detail is specific (a name, a number, a rare term);
