@@ -505,12 +505,7 @@ class _Units:
 
     def __init__(self, units: list[_Unit]) -> None:
         self.all = units
-        index: dict[str, list[int]] = {}
-        for i, unit in enumerate(units):
-            for key in unit.index_keys():
-                index.setdefault(key, []).append(i)
-        # arrays: a long session's common words are keys to thousands of units
-        self.index = {key: np.asarray(found, dtype=np.int32) for key, found in index.items()}
+        self.index = _unit_index([unit.index_keys() for unit in units])
         self._none = np.zeros(0, dtype=np.int32)
         # per unit, whether a user said it and where: candidates filter on these in numpy
         self._user = np.asarray([u.trust == "user" for u in units], dtype=bool)
@@ -546,6 +541,57 @@ class _Units:
             chosen = chosen[~self._user[chosen] | (self._position[chosen] < before)]
         order = chosen[np.lexsort((chosen, -hits[chosen]))]  # most hits, then earliest
         return [self.all[i] for i in order[:most].tolist()]
+
+
+# Session-wide tables, extended reply by reply. A session's statements grow at the end, so
+# the tables of the previous reply's statements are a prefix of this reply's: each is kept
+# with the input it was computed from, and a call whose input extends a kept one computes
+# only the rows past it (a different or edited input computes from scratch). Entries are
+# never changed once stored, so concurrent callers can share them.
+_GROWN_KEPT = 8  # inputs kept per table: a few sessions' worth
+_grown_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class _IndexEntry:
+    keys: list[frozenset[str]]  # per unit, its index keys (the input)
+    index: dict[str, np.ndarray]  # key -> the units filed under it, ascending
+
+
+_index_kept: list[_IndexEntry] = []
+
+
+def _unit_index(keys: list[frozenset[str]]) -> dict[str, np.ndarray]:
+    """Index key -> the units (ascending) filed under it. Arrays: a long session's common
+    words are keys to thousands of units. Rebuilding it every reply cost more than the
+    detection over the window on long sessions; units only ever append (a repeated statement
+    joins its first unit), so the previous reply's index is extended by the new units."""
+    with _grown_lock:
+        base = max((e for e in _index_kept if len(e.keys) <= len(keys) and keys[:len(e.keys)] == e.keys),
+                   key=lambda e: len(e.keys), default=None)
+    start = len(base.keys) if base is not None else 0
+    grown: dict[str, list[int]] = {}
+    for i in range(start, len(keys)):
+        for key in keys[i]:
+            grown.setdefault(key, []).append(i)
+    index = dict(base.index) if base is not None else {}
+    for key, found in grown.items():
+        fresh = np.asarray(found, dtype=np.int32)
+        old = index.get(key)
+        array = fresh if old is None else np.concatenate((old, fresh))
+        array.flags.writeable = False  # shared with later replies' indexes
+        index[key] = array
+    _keep(_index_kept, _IndexEntry(list(keys), index), base)
+    return index
+
+
+def _keep(kept: list, entry, replaced) -> None:
+    """Store a table's new entry in place of the one it extended (the session moved on)."""
+    with _grown_lock:
+        if replaced is not None and replaced in kept:
+            kept.remove(replaced)
+        kept.append(entry)
+        del kept[:-_GROWN_KEPT]
 
 
 def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | None = None,
@@ -891,15 +937,53 @@ def _other_amounts(clause: Clause, gap: frozenset[str], amounts: set[str]) -> bo
     return bool(own) and not own & gap and not own & amounts
 
 
+@dataclass(frozen=True)
+class _CountEntry:
+    texts: list[str]  # the rows counted (the input) ...
+    positions: np.ndarray  # ... and their positions, non-decreasing
+    counts: dict[str, int]  # word -> turns that use it
+    last_words: frozenset[str]  # the words of the last position (a later row may share it)
+
+
+_counts_kept: list[_CountEntry] = []
+
+
 def _turn_frequency(statements: Statements) -> dict[str, int]:
-    seen: dict[str, set[int]] = {}
-    for row in range(statements.size):
+    """Per word, how many turns use it (read-only: shared with later replies). The whole
+    session's: counted once and extended by the rows each reply adds (see ``_unit_index``)."""
+    texts, positions = statements.texts, statements.position
+    in_order = bool(np.all(positions[1:] >= positions[:-1]))
+    base = None
+    if in_order:
+        with _grown_lock:
+            base = max((e for e in _counts_kept if len(e.texts) <= len(texts)
+                        and texts[:len(e.texts)] == e.texts
+                        and np.array_equal(positions[:len(e.texts)], e.positions)),
+                       key=lambda e: len(e.texts), default=None)
+    counts = dict(base.counts) if base is not None else {}
+    start = len(base.texts) if base is not None else 0
+    last = int(positions[start - 1]) if start else None
+    seen_last = set(base.last_words) if base is not None else set()
+    if not in_order:  # distinct turns per word, rows in any order
+        seen: dict[str, set[int]] = {}
+        for row in range(statements.size):
+            if row % 64 == 0:
+                pause_point()
+            for word in detail_terms(texts[row]):
+                seen.setdefault(word, set()).add(int(positions[row]))
+        return {w: len(p) for w, p in seen.items()}
+    for row in range(start, statements.size):
         if row % 64 == 0:
             pause_point()
-        position = int(statements.position[row])
-        for word in detail_terms(statements.texts[row]):
-            seen.setdefault(word, set()).add(position)
-    return {w: len(p) for w, p in seen.items()}
+        position = int(positions[row])
+        if position != last:
+            last, seen_last = position, set()
+        for word in detail_terms(texts[row]):
+            if word not in seen_last:
+                seen_last.add(word)
+                counts[word] = counts.get(word, 0) + 1
+    _keep(_counts_kept, _CountEntry(list(texts), positions.copy(), counts, frozenset(seen_last)), base)
+    return counts
 
 
 SPECIFIC_TURNS = (4, 10)  # a specific word: in at most max(4, turns / 10) turns
