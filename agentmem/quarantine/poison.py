@@ -43,7 +43,10 @@ once per process; a clause that is its whole sentence reuses the stored sentence
 what a unit states by its words; repeated authority statements are one unit; support uses an
 index from details to units (arrays: a long session's common words hold thousands) and
 skips user units later than the earliest that already backs the clause; grouping is one
-clause-by-clause similarity matrix over the window. The claims are the window's, the
+clause-by-clause similarity matrix over the window. What a unit states of a clause is cached
+by content (the next reply re-checks almost the same pairs), and the session-wide tables
+(the units' index, words' turn counts) are extended by each reply's new rows, not rebuilt
+(LoCoMo text, 600+ turns: ~28 -> ~15 ms a detection). The claims are the window's, the
 authorities the whole session's (a fact the user gave at turn 5 still backs turn 1,900): on
 a 2,000-turn session (window 200) one detection takes ~60 ms on a quiet 2-core box (211 ms
 before the index arrays and the skips), ~11 ms at 200 turns.
@@ -440,7 +443,7 @@ class _Unit:
         return _covered(self.words, self.asked, details, asked)
 
 
-@lru_cache(maxsize=1 << 17)
+@lru_cache(maxsize=1 << 15)  # ~3,000 pairs a reply; ~350 bytes an entry
 def _covered(words: frozenset[str], asked_words: frozenset[str], details: frozenset[str],
              asked: bool) -> frozenset[str]:
     """``_Unit.covered`` by content. Every reply re-checks the window's clauses against the
