@@ -826,17 +826,26 @@ def authority_units(statements: Statements, rows: list[int]) -> list[_Unit]:
     for position, members in sorted(by_position.items()):
         pause_point()
         trust = statements.trust[members[0]]
-        words = [detail_terms(statements.texts[r]) for r in members]
-        if trust == "tool":
-            call = calls.get(position, "")
-            asked = detail_terms(call) - entities_of(call) if call else frozenset()
-            asked = frozenset(w for w in asked if w[:1] != "#")  # a period, a subject; no amounts
-            units.append(_Unit(position, trust, frozenset().union(*words), asked, tuple(members)))
-            continue
-        for i, own in enumerate(words):
-            after = words[i + 1] if i + 1 < len(words) else frozenset()
-            units.append(_Unit(position, trust, own | after, rows=(members[i],)))
+        call = calls.get(position, "") if trust == "tool" else ""
+        texts = tuple(statements.texts[r] for r in members)
+        for words, asked, which in _message_units(trust, texts, call):
+            units.append(_Unit(position, trust, words, asked, tuple(members[i] for i in which)))
     return _distinct(units)
+
+
+@lru_cache(maxsize=1 << 14)
+def _message_units(trust: str, texts: tuple[str, ...], call: str) -> tuple[
+        tuple[frozenset[str], frozenset[str], tuple[int, ...]], ...]:
+    """The units of one authority message's sentences: (words, asked, which sentences). By
+    content: every reply rebuilds the whole session's units and a message's never change;
+    the same word sets each time also keep ``_stated``'s look-ups cheap (hashes kept)."""
+    words = [detail_terms(text) for text in texts]
+    if trust == "tool":
+        asked = detail_terms(call) - entities_of(call) if call else frozenset()
+        asked = frozenset(w for w in asked if w[:1] != "#")  # a period, a subject; no amounts
+        return ((frozenset().union(*words), asked, tuple(range(len(texts)))),)
+    return tuple((own | (words[i + 1] if i + 1 < len(words) else frozenset()), frozenset(), (i,))
+                 for i, own in enumerate(words))
 
 
 def _distinct(units: list[_Unit]) -> list[_Unit]:
