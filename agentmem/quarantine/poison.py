@@ -63,6 +63,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypeVar
 
 import numpy as np
 
@@ -588,7 +589,10 @@ def _unit_index(keys: list[frozenset[str]]) -> dict[str, np.ndarray]:
     return index
 
 
-def _keep(kept: list, entry, replaced) -> None:
+_Entry = TypeVar("_Entry")
+
+
+def _keep(kept: list[_Entry], entry: _Entry, replaced: _Entry | None) -> None:
     """Store a table's new entry in place of the one it extended (the session moved on)."""
     with _grown_lock:
         if replaced is not None and replaced in kept:
@@ -964,19 +968,7 @@ def _turn_frequency(statements: Statements) -> dict[str, int]:
     """Per word, how many turns use it (read-only: shared with later replies). The whole
     session's: counted once and extended by the rows each reply adds (see ``_unit_index``)."""
     texts, positions = statements.texts, statements.position
-    in_order = bool(np.all(positions[1:] >= positions[:-1]))
-    base = None
-    if in_order:
-        with _grown_lock:
-            base = max((e for e in _counts_kept if len(e.texts) <= len(texts)
-                        and texts[:len(e.texts)] == e.texts
-                        and np.array_equal(positions[:len(e.texts)], e.positions)),
-                       key=lambda e: len(e.texts), default=None)
-    counts = dict(base.counts) if base is not None else {}
-    start = len(base.texts) if base is not None else 0
-    last = int(positions[start - 1]) if start else None
-    seen_last = set(base.last_words) if base is not None else set()
-    if not in_order:  # distinct turns per word, rows in any order
+    if not bool(np.all(positions[1:] >= positions[:-1])):  # rows out of turn order: count afresh
         seen: dict[str, set[int]] = {}
         for row in range(statements.size):
             if row % 64 == 0:
@@ -984,6 +976,15 @@ def _turn_frequency(statements: Statements) -> dict[str, int]:
             for word in detail_terms(texts[row]):
                 seen.setdefault(word, set()).add(int(positions[row]))
         return {w: len(p) for w, p in seen.items()}
+    with _grown_lock:
+        base = max((e for e in _counts_kept if len(e.texts) <= len(texts)
+                    and texts[:len(e.texts)] == e.texts
+                    and np.array_equal(positions[:len(e.texts)], e.positions)),
+                   key=lambda e: len(e.texts), default=None)
+    counts = dict(base.counts) if base is not None else {}
+    start = len(base.texts) if base is not None else 0
+    last = int(positions[start - 1]) if start else None
+    seen_last = set(base.last_words) if base is not None else set()  # words the turn counted
     for row in range(start, statements.size):
         if row % 64 == 0:
             pause_point()
