@@ -390,3 +390,75 @@ def test_a_repeated_statement_is_one_unit_at_its_first_place_speaking_for_every_
     kept = _distinct(units)
     assert [(u.position, u.trust, u.rows) for u in kept] == [(3, "user", (5, 14)), (7, "tool", (9,)),
                                                               (12, "user", (15,))]
+
+
+# ----------------------------------------------------------------------------- growing sessions
+
+def _grown_session() -> list[dict]:
+    """A support session that grows a turn at a time: tool results, user facts, a claim the
+    assistant keeps making that nothing supports, and repeated status lines."""
+    messages = [system("You are Fenwick Outdoors' support assistant.")]
+    for day in range(12):
+        messages += [
+            asked(f"Any news on order FO-55{day:02d}? I live in Leeds and work on Saturday."),
+            call("get_order", {"order_id": f"FO-55{day:02d}"}, day),
+            result({**ORDER, "order_id": f"FO-55{day:02d}",
+                    "estimated_delivery": f"2024-04-{9 + day:02d}"}, day),
+            said(f"Order FO-55{day:02d} is due on April {9 + day}. The Harrogate depot holds "
+                 "parcels for 14 days free of charge, so nothing is lost if you are out."),
+        ]
+    return messages
+
+
+def _reference_turn_frequency(statements) -> dict[str, int]:
+    seen: dict[str, set[int]] = {}
+    for text, position in zip(statements.texts, statements.position.tolist()):
+        for word in detail_terms(text):
+            seen.setdefault(word, set()).add(position)
+    return {word: len(turns) for word, turns in seen.items()}
+
+
+def _as_dicts(findings) -> list[tuple]:
+    return [(f.claim, f.rows, f.positions, round(f.score, 4), f.reason, f.members) for f in findings]
+
+
+def test_a_growing_session_finds_what_a_fresh_detection_finds(encode):
+    """Session-wide tables are extended reply by reply (and coverage is cached by content):
+    on every prefix of a growing session they equal a straightforward recomputation, and the
+    findings equal a detection that starts cold."""
+    from agentmem.quarantine import poison
+
+    messages = _grown_session()
+    prefixes = [statements(messages[:upto], encode) for upto in range(5, len(messages) + 1, 4)]
+    windows = [max(0, int(p.position.max()) + 1 - 24) for p in prefixes]
+    grown = []
+    for prefix, since in zip(prefixes, windows):  # one reply after another: tables extend
+        grown.append(_as_dicts(detect_poison(prefix, SETTINGS, encode=encode, since_position=since)))
+        assert poison._turn_frequency(prefix) == _reference_turn_frequency(prefix)
+        units = poison.authority_units(prefix, list(range(prefix.size)))
+        reference: dict[str, list[int]] = {}
+        for i, one in enumerate(units):
+            for key in one.index_keys():
+                reference.setdefault(key, []).append(i)
+        index = poison._Units(units).index
+        assert {key: found.tolist() for key, found in index.items()} == reference
+    cold = []
+    for prefix, since in zip(prefixes, windows):
+        poison._index_kept.clear()
+        poison._counts_kept.clear()
+        poison._covered.cache_clear()
+        cold.append(_as_dicts(detect_poison(prefix, SETTINGS, encode=encode, since_position=since)))
+    assert grown == cold
+    assert any(grown), "the session's recurring depot claim is found"
+
+
+def test_turn_frequency_counts_turns_not_rows_in_any_row_order(encode):
+    from agentmem.quarantine import poison
+
+    found = statements([asked("Leeds and Leeds. Leeds again."), said("Leeds is far."),
+                        asked("Leeds it is.")], encode)
+    (leeds,) = detail_terms("Leeds")
+    assert poison._turn_frequency(found)[leeds] == 3
+    shuffled = SimpleNamespace(texts=found.texts[::-1], position=found.position[::-1].copy(),
+                               size=found.size)
+    assert poison._turn_frequency(shuffled) == _reference_turn_frequency(found)
