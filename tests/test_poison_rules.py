@@ -462,3 +462,23 @@ def test_turn_frequency_counts_turns_not_rows_in_any_row_order(encode):
     shuffled = SimpleNamespace(texts=found.texts[::-1], position=found.position[::-1].copy(),
                                size=found.size)
     assert poison._turn_frequency(shuffled) == _reference_turn_frequency(found)
+
+
+def test_two_sessions_with_the_same_words_at_other_turns_keep_their_own_counts(encode):
+    """Two sessions whose rows read the same but sit at other turns each keep a table of
+    turn counts; the next reply of the second must find and replace its own. Kept tables are
+    compared by identity: as values, comparing the first one's positions with the second's
+    (arrays) raised "truth value of an array is ambiguous" in the background detection."""
+    from agentmem.quarantine import poison
+
+    poison._counts_kept.clear()
+    found = statements([asked("Leeds and York."), said("Leeds is far."), asked("York it is.")],
+                       encode)
+    poison._turn_frequency(found)
+    shifted = SimpleNamespace(texts=list(found.texts), position=found.position + 1,
+                              size=found.size)
+    poison._turn_frequency(shifted)  # same words one turn later: a table of its own
+    grown = SimpleNamespace(texts=[*shifted.texts, "Leeds again."],
+                            position=np.append(shifted.position, shifted.position[-1] + 1),
+                            size=shifted.size + 1)
+    assert poison._turn_frequency(grown) == _reference_turn_frequency(grown)

@@ -556,7 +556,7 @@ _GROWN_KEPT = 8  # inputs kept per table: a few sessions' worth
 _grown_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # kept by identity: its arrays have no truth value
 class _IndexEntry:
     keys: list[frozenset[str]]  # per unit, its index keys (the input)
     index: dict[str, np.ndarray]  # key -> the units filed under it, ascending
@@ -953,7 +953,7 @@ def _other_amounts(clause: Clause, gap: frozenset[str], amounts: set[str]) -> bo
     return bool(own) and not own & gap and not own & amounts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # kept by identity: its arrays have no truth value
 class _CountEntry:
     texts: list[str]  # the rows counted (the input) ...
     positions: np.ndarray  # ... and their positions, non-decreasing
