@@ -88,7 +88,7 @@ class LitellmUpstream:
     ``prices_responses=False`` is for callers that never hand litellm's response object to
     anyone (the proxy serialises it to JSON): litellm's price of the response, which it
     stores in ``response._hidden_params``, is then skipped while no litellm callback is
-    registered, since nobody could read it (see ``_pricing_only_if_read``)."""
+    registered, since nobody could read it (see ``_skip_unread_prices``)."""
 
     def __init__(self, route: Callable[[str], RouteLike | None] | None = None, *,
                  prices_responses: bool = True) -> None:
@@ -97,11 +97,8 @@ class LitellmUpstream:
 
     async def complete(self, request: dict[str, Any]) -> Any:
         route = self.route(request["model"]) if self.route is not None else None
-        kwargs = litellm_kwargs(request, route.resolved_params() if route else None)
-        if self.prices_responses:
-            return await acompletion(kwargs)
-        with _pricing_only_if_read():
-            return await acompletion(kwargs)
+        return await acompletion(litellm_kwargs(request, route.resolved_params() if route else None),
+                                 priced=self.prices_responses)
 
     async def warm(self) -> None:
         """Pay litellm's first-call cost (about 1 s of lazy imports and set-up in a thread)
@@ -127,23 +124,6 @@ def litellm_logs_anything() -> bool:
     return any(getattr(litellm, name, None) for name in _CALLBACK_LISTS)
 
 
-@contextlib.contextmanager
-def _logging_only_if_heard() -> Iterator[None]:
-    """After every call litellm schedules its success logging: a task that builds the standard
-    logging payload and prices the call again, ~0.3 ms of CPU that lands on the proxy's call
-    path (it runs while the call waits on Redis). With no callback registered nobody reads
-    it, so the call is marked as one litellm makes for itself, which skips that work; a
-    registered callback (checked per call) gets litellm's logging exactly as before."""
-    if _litellm_internal_call is None or litellm_logs_anything():
-        yield
-        return
-    token = _litellm_internal_call.set(True)
-    try:
-        yield
-    finally:
-        _litellm_internal_call.reset(token)
-
-
 # Set while a call's price would be read by nobody; litellm's pricing hook checks it.
 _price_unread: ContextVar[bool] = ContextVar("agentmem_price_unread", default=False)
 
@@ -159,29 +139,41 @@ def _skip_unread_prices(price: Callable[..., Any]) -> Callable[..., Any]:
 # up per call), and for a model missing from its price map it looks the model up again to
 # explain the failure: ~0.6 ms of CPU per call, 11% of the ``off`` proxy's overhead
 # (`agentmem bench overhead`). The wrapper returns "no price" (what litellm returns for an
-# unpriced model) only inside ``_pricing_only_if_read``; every other caller in the process,
-# and every call while a callback listens, gets litellm's price as before.
+# unpriced model) only while ``_price_unread`` is set (``_unheard``); every other caller in
+# the process, and every call while a callback listens, gets litellm's price as before.
 if callable(getattr(litellm, "response_cost_calculator", None)) and not hasattr(
         litellm.response_cost_calculator, "__wrapped__"):
     litellm.response_cost_calculator = _skip_unread_prices(litellm.response_cost_calculator)
 
 
 @contextlib.contextmanager
-def _pricing_only_if_read() -> Iterator[None]:
-    if litellm_logs_anything():
+def _unheard(*flags: ContextVar[bool] | None) -> Iterator[None]:
+    """Set ``flags`` for one call while no litellm callback is registered (checked once per
+    call); a registered callback gets litellm's work exactly as before.
+
+    - litellm's ``is_internal_call``: after every call litellm schedules its success logging,
+      a task that builds the standard logging payload and prices the call again, ~0.3 ms of
+      CPU that lands on the proxy's call path (it runs while the call waits on Redis); a call
+      litellm makes for itself skips it.
+    - ``_price_unread``: the price litellm stores in the response (``_skip_unread_prices``),
+      for callers that never hand the response object on."""
+    wanted = [flag for flag in flags if flag is not None]
+    if not wanted or litellm_logs_anything():
         yield
         return
-    token = _price_unread.set(True)
+    tokens = [(flag, flag.set(True)) for flag in wanted]
     try:
         yield
     finally:
-        _price_unread.reset(token)
+        for flag, token in reversed(tokens):
+            flag.reset(token)
 
 
-async def acompletion(kwargs: dict):
-    """Call litellm; map its exceptions to UpstreamError with the provider's status."""
+async def acompletion(kwargs: dict, *, priced: bool = True):
+    """Call litellm; map its exceptions to UpstreamError with the provider's status.
+    ``priced=False``: litellm's price of the response is skipped while nobody listens."""
     try:
-        with _logging_only_if_heard():
+        with _unheard(_litellm_internal_call, None if priced else _price_unread):
             return await litellm.acompletion(**kwargs)
     except Exception as error:  # litellm raises many types; each carries a status
         raise as_upstream_error(error) from error
