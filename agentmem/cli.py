@@ -210,8 +210,8 @@ def echo_upstream(host: str = typer.Option("127.0.0.1"), port: int = typer.Optio
 
 
 @app.command("export-onnx")
-def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder, pruner, nli "
-                                                   "(default: all three).")):
+def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder, pruner, nli, "
+                                                   "nli-int8 (default: all four).")):
     """Export the shipped models to ONNX for the torch-free runtime (a developer's step after
     retraining a checkpoint; needs torch and onnx: the ``[dev]`` install)."""
     import importlib.util
@@ -222,10 +222,11 @@ def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder,
     if not torch_available() or importlib.util.find_spec("onnxscript") is None:
         _fail("agentmem: export-onnx needs torch, transformers, sentence-transformers, onnx and "
               "onnxscript: pip install -c constraints.txt \"agentmem-hygiene[dev]\"")
-    which = models or ["embedder", "pruner", "nli"]
-    unknown = sorted(set(which) - {"embedder", "pruner", "nli"})
+    known = ["embedder", "pruner", "nli", "nli-int8"]  # nli-int8 is made from nli: after it
+    which = models or known
+    unknown = sorted(set(which) - set(known))
     if unknown:
-        raise typer.BadParameter(f"unknown model(s) {unknown}; use embedder, pruner, nli")
+        raise typer.BadParameter(f"unknown model(s) {unknown}; use {', '.join(known)}")
     for record in export_all(which):
         print(json.dumps(record))
 

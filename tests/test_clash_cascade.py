@@ -86,9 +86,9 @@ def test_nli_scores_each_distinct_pair_once_and_no_word_for_word_repeat():
     model, asked = cached_nli(), []
 
     class Recording:
-        def contradiction(self, pairs):
+        def contradiction(self, pairs, batch_size=32):
             asked.append(list(pairs))
-            return model.contradiction(pairs)
+            return model.contradiction(pairs, batch_size=batch_size)
 
     statements = _statements([(0, "user", "The meeting is on Thursday."),
                               (1, "user", "The meeting is on Thursday."),

@@ -89,3 +89,74 @@ def test_shipped_checkpoint_scores_contradictions():
     assert nurse > 0.5
     assert dogs < 0.5
     assert berlin > spring
+
+
+# -- the int8 screen (quarantine.nli_screen) -----------------------------------------------
+
+SCREEN_PAIRS = [
+    ("I live in Paris.", "I live in Berlin."),
+    ("The meeting is on Thursday.", "The meeting is on Friday."),
+    ("I am a vegetarian.", "I had a steak for dinner last night."),
+    ("I have two kids.", "I don't have any children."),
+    ("My flight leaves at 6 pm.", "My flight leaves at 9 am."),
+    ("I love dogs.", "My dog is called Rex."),
+    ("Thanks for the help!", "The weather is nice today."),
+    ("I'm planning a trip to Japan.", "Can you recommend a good sushi place?"),
+    ("We went hiking last weekend.", "My sister is a teacher."),
+    ("The report is due on Monday.", "I will start the report tomorrow."),
+]
+
+
+def test_the_int8_screen_passes_what_the_float_model_calls_a_contradiction():
+    """The screen may only let go pairs the float model scores low: every pair the float
+    model puts at the clash threshold (0.98) the int8 copy scores at or above the default
+    screen threshold; and it does let unrelated pairs go."""
+    from agentmem.models.registry import default_nli_screen_path
+    from agentmem.quarantine.settings import QuarantineSettings
+
+    threshold = QuarantineSettings().nli_screen_threshold
+    full = cached_nli(None).contradiction(SCREEN_PAIRS)
+    screen = cached_nli(default_nli_screen_path()).contradiction(SCREEN_PAIRS, batch_size=1)
+    assert (full >= 0.98).sum() >= 3
+    assert (screen[full >= 0.98] >= threshold).all()
+    assert (screen < threshold).sum() >= 3
+    assert np.abs(screen - full).mean() < 0.1  # the same model, int8
+
+
+def test_a_screened_model_scores_only_what_the_screen_passes():
+    """ScreenedNLI: the screen's probability for pairs it lets go, the model's for the rest;
+    the model is asked once, for the passed pairs only (the real models, calls recorded).
+    The screen scores each pair alone, so a pair's score does not depend on its batch."""
+    from agentmem.models.nli import ScreenedNLI
+    from agentmem.models.registry import default_nli_screen_path
+
+    model, screen, asked = cached_nli(None), cached_nli(default_nli_screen_path()), []
+
+    class Recording:
+        def contradiction(self, pairs, batch_size=32):
+            asked.append(list(pairs))
+            return model.contradiction(pairs, batch_size=batch_size)
+
+    scores = ScreenedNLI(screen, Recording(), 0.3).contradiction(SCREEN_PAIRS, batch_size=4)
+    first = screen.contradiction(SCREEN_PAIRS, batch_size=1)  # as the screen runs
+    passed = [pair for pair, p in zip(SCREEN_PAIRS, first) if p >= 0.3]
+    assert len(asked) == 1 and asked[0] == passed and 0 < len(passed) < len(SCREEN_PAIRS)
+    full = model.contradiction(SCREEN_PAIRS)
+    for i, p in enumerate(first):
+        assert scores[i] == pytest.approx(full[i] if p >= 0.3 else p, abs=1e-6)
+    assert len(ScreenedNLI(screen, Recording(), 0.3).contradiction([])) == 0
+
+
+def test_the_policy_screens_by_default_and_the_judge_lowers_the_screen():
+    """load_nli: the shipped screen before the shipped model; none when the policy says
+    null; with a judge, the screen passes everything the judge would be asked about."""
+    from agentmem.models.nli import ScreenedNLI
+    from agentmem.quarantine.clash import load_nli
+    from agentmem.quarantine.settings import QuarantineSettings
+
+    screened = load_nli(QuarantineSettings())
+    assert isinstance(screened, ScreenedNLI) and screened.model is cached_nli(None)
+    assert screened.threshold == 0.3
+    assert load_nli(QuarantineSettings(nli_screen=None)) is cached_nli(None)
+    judged = load_nli(QuarantineSettings(judge_model="openai/gpt-x", judge_threshold=0.1))
+    assert judged.threshold == 0.1

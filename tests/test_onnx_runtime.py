@@ -22,7 +22,12 @@ import pytest
 from agentmem.config import Settings
 from agentmem.models import backend
 from agentmem.models.export_onnx import ONNX_FILE, RECORD_FILE, sha256_of
-from agentmem.models.registry import default_embedder_onnx_path, default_nli_path, default_pruner_path
+from agentmem.models.registry import (
+    default_embedder_onnx_path,
+    default_nli_path,
+    default_nli_screen_path,
+    default_pruner_path,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,8 +122,10 @@ def test_auto_runs_exported_models_on_onnx_and_others_on_torch(tmp_path, monkeyp
         assert backend.runtime_for(shipped) == "onnx"
     assert backend.runtime_for(tmp_path) == "torch"  # no export there
     assert backend.runtime_for("someone/hub-model") == "torch"
-    backend.configure("torch")  # a named runtime decides for every model
+    backend.configure("torch")  # a named runtime decides for every model with torch weights
     assert backend.runtime_for(None) == "torch"
+    assert backend.runtime_for(default_nli_path()) == "torch"
+    assert backend.runtime_for(default_nli_screen_path()) == "onnx"  # int8: ONNX is all it is
     backend.configure(None)
     monkeypatch.setattr(backend, "torch_available", lambda: False)
     assert backend.runtime_for(tmp_path) == "onnx"  # nothing else to run it on: a clear error later
@@ -144,16 +151,17 @@ def test_settings_choose_the_runtime_for_the_library(tmp_path, monkeypatch, runt
 # -- the shipped ONNX files --------------------------------------------------------------------
 
 @pytest.mark.parametrize("folder", [default_embedder_onnx_path(), default_pruner_path(),
-                                    default_nli_path()])
+                                    default_nli_path(), default_nli_screen_path()])
 def test_shipped_onnx_files_match_their_weights(folder):
-    """A checkpoint retrained without ``agentmem export-onnx`` fails here, not in production."""
+    """A checkpoint retrained without ``agentmem export-onnx`` fails here, not in production
+    (the int8 screen records the float NLI weights it was made from, in their folder)."""
     from agentmem.models.embedder import WEIGHTS_SHA256
 
     record = json.loads((Path(folder) / RECORD_FILE).read_text())
     onnx_path = Path(folder) / ONNX_FILE
     assert sha256_of(onnx_path) == record["onnx_sha256"]
     assert onnx_path.stat().st_size <= 50 * 1024 * 1024  # the issue's bound per file
-    weights = Path(folder) / "model.safetensors"
+    weights = Path(folder) / record["source"]
     expected = sha256_of(weights) if weights.exists() else WEIGHTS_SHA256
     assert record["source_sha256"] == expected, f"re-run `agentmem export-onnx` for {folder}"
 

@@ -70,7 +70,10 @@ def runtime_for(folder: str | os.PathLike[str] | None) -> Runtime:
     the shipped embedder) runs on ONNX Runtime even when torch is installed: on this 2-core
     CPU it embeds a query in 6.6 ms instead of 13-22 ms and loads in 0.3 s instead of 5 s,
     with the same decisions (parity tests). Any other model (a hub name, a folder without
-    ``model.onnx``) runs on torch when it is installed."""
+    ``model.onnx``) runs on torch when it is installed. A model that exists only as ONNX (the
+    int8 NLI screen: no torch weights to load) runs on ONNX Runtime whatever the setting."""
+    if folder is not None and onnx_only(folder):
+        return "onnx"
     choice: Choice = _configured or _check(os.environ.get(ENV) or "auto")
     if choice != "auto":
         return runtime()
@@ -84,3 +87,10 @@ def threads() -> int:
     """Threads per inference (``AGENTMEM_TORCH_THREADS``, default 1): one inference per core,
     one thread each, does best on a small machine (see agentmem.models.runtime)."""
     return int(os.environ.get("AGENTMEM_TORCH_THREADS", "1"))
+
+
+def onnx_only(folder: str | os.PathLike[str]) -> bool:
+    """An exported model with no torch weights of its own (its record names weights elsewhere)."""
+    path = Path(folder)
+    return (path / "model.onnx").is_file() and (path / "onnx.json").is_file() \
+        and not (path / "model.safetensors").is_file() and (path / "config.json").is_file()

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -114,6 +114,38 @@ class NLIModel:
     def contradiction(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
         """P(contradiction) per pair, shape (n,) float32."""
         return self.predict(pairs, batch_size=batch_size)[:, CONTRADICTION].copy()
+
+
+class ContradictionModel(Protocol):
+    """What the clash check needs of an NLI model: P(contradiction) per (earlier, newer) pair."""
+
+    def contradiction(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray: ...
+
+
+class ScreenedNLI:
+    """Two NLI models as one, cheapest first: ``screen`` scores every pair, and only the pairs
+    it scores at or above ``threshold`` are scored again by ``model``, whose probability then
+    replaces the screen's. A pair the screen lets go keeps the screen's (low) probability.
+
+    Why: nearly every pair a clash check scores is unrelated or restated, and the clash
+    decision needs P >= 0.98 from the full model. A 2-layer student of that model costs a
+    third per pair and, at a low threshold, lets go most pairs the full model would score
+    low, while passing on almost all it would score high (``agentmem train nli-student``).
+    """
+
+    def __init__(self, screen: ContradictionModel, model: ContradictionModel, threshold: float):
+        self.screen, self.model, self.threshold = screen, model, threshold
+
+    def contradiction(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
+        # One pair per run: an int8 model quantises its activations per run, so in a batch a
+        # pair's score would depend on its neighbours (padding included). Alone is no slower
+        # on chat pairs (2.1 ms against 2.2 in batches of 4, one core).
+        scores = self.screen.contradiction(pairs, batch_size=1)
+        passed = np.flatnonzero(scores >= self.threshold)
+        if len(passed):
+            scores[passed] = self.model.contradiction([pairs[i] for i in passed.tolist()],
+                                                      batch_size=batch_size)
+        return scores
 
 
 @lru_cache(maxsize=4)

@@ -15,6 +15,17 @@ def default_nli_path() -> str:
     return str(CHECKPOINTS / "nli-minilm")
 
 
+def default_nli_screen_path() -> str:
+    """The NLI model in int8 (``agentmem export-onnx nli-int8``): the clash check's screen."""
+    return str(CHECKPOINTS / "nli-minilm-int8")
+
+
+def shipped_or_path(name: str) -> str:
+    """A shipped checkpoint's folder when ``name`` is one (``nli-minilm-l2``), else ``name``."""
+    folder = CHECKPOINTS / name
+    return str(folder) if "/" not in name and folder.is_dir() else name
+
+
 def default_embedder_onnx_path() -> str:
     """all-MiniLM-L6-v2 exported to ONNX (``agentmem export-onnx``) with its tokenizer: the
     light install's embedder, shipped in the package (the torch path reads the weights from

@@ -8,7 +8,9 @@ A cascade, cheapest and most precise first:
    earlier statement of the same source is checked: a rule costs microseconds.
 2. **NLI backstop**: where the rules are silent (and no guard explained the pair), the most
    similar earlier statements (cosine above ``clash_similarity``) go to the NLI cross-encoder,
-   and only a high contradiction probability makes a clash.
+   and only a high contradiction probability makes a clash. The same model in int8 screens
+   the pairs first (``nli_screen``): at a third of the cost it lets go the ~90% of chat pairs
+   it scores low, and the float model decides the rest, so decisions are the float model's.
 3. **Judge** (optional, ``judge_model``): NLI candidates above ``judge_threshold`` are asked of
    an LLM through litellm, after the reply (``quarantine.judge``); its verdict replaces NLI's.
 
@@ -30,6 +32,10 @@ from agentmem.quarantine.slots import extract_facts
 from agentmem.quarantine.statements import TRUST_RANK, Statements, is_claim
 
 MAX_RULE_CANDIDATES = 400  # earlier statements of the source the rules look at, newest first
+# Pairs per NLI forward pass. A reply's ~10 pairs in one batch are padded to the longest: in
+# batches of 4 (sorted by length) a pair costs 4.6 ms instead of 5.5 on the float model and
+# 2.2 instead of 2.7 on the int8 screen (LoCoMo text, one core).
+NLI_BATCH = 4
 
 
 @dataclass
@@ -61,12 +67,21 @@ class Candidate:
 
 
 def load_nli(settings: Any) -> Any:
-    """The policy's NLI model: the shipped one, a local folder, or (allow_hub) a hub name."""
-    from agentmem.models.nli import cached_nli
+    """The policy's NLI model (the shipped one, a local folder, or with allow_hub a hub name),
+    behind its screen when the policy names one (``nli_screen``)."""
+    from agentmem.models.nli import ScreenedNLI, cached_nli
+    from agentmem.models.registry import shipped_or_path
 
     if settings.allow_hub and settings.nli_model:
-        return _hub_model(settings.nli_model)
-    return cached_nli(settings.nli_model)
+        model = _hub_model(settings.nli_model)
+    else:
+        model = cached_nli(settings.nli_model)
+    if not settings.nli_screen:
+        return model
+    threshold = settings.nli_screen_threshold
+    if settings.judge_model:  # the judge reads candidates from judge_threshold up: pass those on
+        threshold = min(threshold, settings.judge_threshold)
+    return ScreenedNLI(cached_nli(shipped_or_path(settings.nli_screen)), model, threshold)
 
 
 _HUB: dict[str, object] = {}
@@ -247,7 +262,8 @@ def _contradiction(nli: Any, texts: list[tuple[str, str]]) -> list[float]:
     themselves and their tools: in the overhead bench's 21-turn seed 18% of the pairs
     were repeats and 5% restated the earlier sentence exactly."""
     distinct = list(dict.fromkeys(pair for pair in texts if not _same_words(*pair)))
-    scored = dict(zip(distinct, map(float, nli.contradiction(distinct)))) if distinct else {}
+    scored = (dict(zip(distinct, map(float, nli.contradiction(distinct, batch_size=NLI_BATCH))))
+              if distinct else {})
     return [scored.get(pair, 0.0) for pair in texts]
 
 

@@ -24,6 +24,13 @@ class QuarantineSettings(BaseModel):
         None, description="NLI checkpoint folder, or a Hugging Face cross-encoder name "
         "(needs allow_hub); null: the shipped one.")
     allow_hub: bool = Field(False, description="Allow nli_model to name a hub model.")
+    nli_screen: str | None = Field(
+        "nli-minilm-int8", description="A cheaper NLI model that scores every candidate pair "
+        "first; only pairs it scores at nli_screen_threshold or above reach nli_model (a shipped "
+        "checkpoint's name or a local folder; null: every pair goes to nli_model).")
+    nli_screen_threshold: float = Field(
+        0.3, ge=0, le=1, description="The screen's P(contradiction) from which a pair goes on "
+        "to nli_model.")
     contradiction_threshold: float = Field(
         0.98, ge=0, le=1, description="NLI contradiction probability that makes a clash (the "
         "small shipped model is overconfident: at 0.98 it keeps false positives under 10% on "
