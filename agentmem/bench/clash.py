@@ -127,6 +127,9 @@ def run_clash(records: list[Any], *, policy: str | None = None) -> dict[str, Any
     threshold = settings.contradiction_threshold
     result: dict[str, Any] = {
         "n": len(records), "path": "rules+nli", "model": settings.nli_model or "nli-minilm",
+        # below its threshold a pair keeps the screen's probability (the sweep's low end)
+        "screen": ({"model": settings.nli_screen, "threshold": settings.nli_screen_threshold}
+                   if settings.nli_screen else None),
         "threshold": threshold, **_metrics(records, outcomes, threshold)}
     result["rules_only"] = _metrics(records, outcomes, float("inf"))
     result["sweep"] = {str(t): _metrics(records, outcomes, t) for t in THRESHOLDS}
