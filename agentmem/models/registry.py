@@ -21,7 +21,7 @@ def default_nli_screen_path() -> str:
 
 
 def shipped_or_path(name: str) -> str:
-    """A shipped checkpoint's folder when ``name`` is one (``nli-minilm-l2``), else ``name``."""
+    """A shipped checkpoint's folder when ``name`` is one (``nli-minilm-int8``), else ``name``."""
     folder = CHECKPOINTS / name
     return str(folder) if "/" not in name and folder.is_dir() else name
 

@@ -124,4 +124,3 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
     write_nli_card(out, card, command.strip(), notes.read_text() if notes else "")
     summary = ", ".join(f"{name} acc {m['accuracy']:.3f}" for name, m in card["metrics"].items())
     typer.echo(f"wrote {out} ({summary})")
-

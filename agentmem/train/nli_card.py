@@ -132,4 +132,3 @@ conversation, so that a newer claim contradicting an earlier one can be quaranti
 - Size: {size_mb:.1f} MB (fp16 safetensors + tokenizer; computed in fp32).
 """ + (f"\n## Notes\n\n{notes.strip()}\n" if notes.strip() else "")
     (folder / "MODEL_CARD.md").write_text(text)
-
