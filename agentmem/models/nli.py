@@ -149,17 +149,23 @@ class ScreenedNLI:
         return scores
 
 
-@lru_cache(maxsize=4)
 def cached_nli(path: str | None = None) -> NLIModel | OnnxNLIModel:
-    """One loaded model per path for the whole process (loading costs about a second), on
-    the configured runtime (``agentmem.models.backend``)."""
+    """One loaded model per checkpoint for the whole process (loading costs about a second),
+    on the configured runtime (``agentmem.models.backend``). ``path``: a folder, the name of a
+    shipped checkpoint (``nli-minilm-int8``), or None for the shipped NLI model."""
+    from agentmem.models.registry import default_nli_path, shipped_or_path
+
+    return _loaded_nli(shipped_or_path(path) if path else default_nli_path())
+
+
+@lru_cache(maxsize=4)
+def _loaded_nli(folder: str) -> NLIModel | OnnxNLIModel:
     from agentmem.models import LOADING
     from agentmem.models.backend import runtime_for
-    from agentmem.models.registry import default_nli_path
 
     with LOADING:
-        if runtime_for(path or default_nli_path()) == "onnx":
+        if runtime_for(folder) == "onnx":
             from agentmem.models.ort import OnnxNLIModel
 
-            return OnnxNLIModel(path or default_nli_path())
-        return NLIModel.load(path)
+            return OnnxNLIModel(folder)
+        return NLIModel.load(folder)

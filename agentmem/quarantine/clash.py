@@ -70,7 +70,6 @@ def load_nli(settings: Any) -> Any:
     """The policy's NLI model (the shipped one, a local folder, or with allow_hub a hub name),
     behind its screen when the policy names one (``nli_screen``)."""
     from agentmem.models.nli import ScreenedNLI, cached_nli
-    from agentmem.models.registry import shipped_or_path
 
     if settings.allow_hub and settings.nli_model:
         model = _hub_model(settings.nli_model)
@@ -81,7 +80,7 @@ def load_nli(settings: Any) -> Any:
     threshold = settings.nli_screen_threshold
     if settings.judge_model:  # the judge reads candidates from judge_threshold up: pass those on
         threshold = min(threshold, settings.judge_threshold)
-    return ScreenedNLI(cached_nli(shipped_or_path(settings.nli_screen)), model, threshold)
+    return ScreenedNLI(cached_nli(settings.nli_screen), model, threshold)
 
 
 _HUB: dict[str, object] = {}

@@ -21,8 +21,8 @@ class QuarantineSettings(BaseModel):
         "newer_wins", description="Who loses a clash: the older statement, the less trusted "
         "source (ties: the older), or nobody (a short note states both).")
     nli_model: str | None = Field(
-        None, description="NLI checkpoint folder, or a Hugging Face cross-encoder name "
-        "(needs allow_hub); null: the shipped one.")
+        None, description="NLI checkpoint folder, a shipped checkpoint's name, or a Hugging "
+        "Face cross-encoder name (needs allow_hub); null: the shipped one.")
     allow_hub: bool = Field(False, description="Allow nli_model to name a hub model.")
     nli_screen: str | None = Field(
         "nli-minilm-int8", description="A cheaper NLI model that scores every candidate pair "
