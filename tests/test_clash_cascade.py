@@ -96,9 +96,45 @@ def test_nli_scores_each_distinct_pair_once_and_no_word_for_word_repeat():
                               (3, "user", "the meeting is  on thursday.")])
     scored = nli_candidates(statements, [2, 3], Recording(), SETTINGS)
     assert sorted((c.older, c.newer) for c in scored) == [(0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
-    assert len(asked) == 1 and sorted(asked[0]) == [
+    assert sorted(asked[0]) == [
         ("The meeting is on Friday.", "the meeting is  on thursday."),
         ("The meeting is on Thursday.", "The meeting is on Friday.")]
+    assert len(asked) == 2  # the second call reads the confident pairs the other way
     by_pair = {(c.older, c.newer): c.probability for c in scored}
     assert by_pair[(0, 2)] == by_pair[(1, 2)] > 0.5  # Thursday vs Friday: one score, shared
     assert by_pair[(0, 3)] == by_pair[(1, 3)] == 0.0
+
+
+def test_a_contradiction_must_read_both_ways():
+    """The small model calls chit-chat that shares a word a contradiction one way ("Thanks,
+    Mel!" then "No worries, Mel!": 0.995) but not the other (0.865); a real contradiction
+    reads both ways. Only pairs confident enough to decide are read again (the real shipped
+    model, its calls recorded); with nli_both_ways off the forward score decides alone."""
+    from agentmem.models.nli import cached_nli
+
+    model, asked = cached_nli(), []
+
+    class Recording:
+        def contradiction(self, pairs, batch_size=32):
+            asked.append(list(pairs))
+            return model.contradiction(pairs, batch_size=batch_size)
+
+    statements = _statements([(0, "user", "Thanks, Mel!"), (1, "user", "No worries, Mel!"),
+                              (2, "user", "I live in Paris."), (3, "user", "I live in Berlin."),
+                              (4, "user", "I love dogs."), (5, "user", "My dog is called Rex.")])
+    scored = {(c.older, c.newer): c.probability
+              for c in nli_candidates(statements, [1, 3, 5], Recording(), SETTINGS)}
+    forward = dict(zip(asked[0], model.contradiction(asked[0])))
+    assert forward[("Thanks, Mel!", "No worries, Mel!")] >= SETTINGS.contradiction_threshold
+    assert scored[(0, 1)] < SETTINGS.contradiction_threshold  # the lower reading
+    assert scored[(2, 3)] >= SETTINGS.contradiction_threshold  # Paris / Berlin both ways
+    assert asked[1] == [(b, a) for a, b in asked[0] if forward[(a, b)] >= SETTINGS.contradiction_threshold]
+    assert ("My dog is called Rex.", "I love dogs.") not in asked[1]
+    assert [(c.older, c.newer) for c in settle([], [Candidate(a, b, p) for (a, b), p in scored.items()],
+                                                SETTINGS)] == [(2, 3)]
+
+    one_way = SETTINGS.model_copy(update={"nli_both_ways": False})
+    asked.clear()
+    scored = {(c.older, c.newer): c.probability
+              for c in nli_candidates(statements, [1, 3, 5], Recording(), one_way)}
+    assert len(asked) == 1 and scored[(0, 1)] >= one_way.contradiction_threshold

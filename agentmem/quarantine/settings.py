@@ -35,6 +35,11 @@ class QuarantineSettings(BaseModel):
         0.98, ge=0, le=1, description="NLI contradiction probability that makes a clash (the "
         "small shipped model is overconfident: at 0.98 it keeps false positives under 10% on "
         "DECODE dev; rule verdicts do not depend on it).")
+    nli_both_ways: bool = Field(
+        True, description="Read a candidate pair both ways (earlier, newer and newer, earlier) "
+        "and keep the lower P(contradiction): a contradiction is symmetric, the small model's "
+        "false alarms on chit-chat mostly are not. Only pairs that reach the decision "
+        "threshold (or judge_threshold with a judge) are scored the second way.")
     clash_similarity: float = Field(
         0.2, ge=-1, le=1, description="Cosine above which two statements are about the same "
         "subject and worth an NLI check.")
