@@ -105,12 +105,14 @@ def test_nli_scores_each_distinct_pair_once_and_no_word_for_word_repeat():
     assert by_pair[(0, 3)] == by_pair[(1, 3)] == 0.0
 
 
-def test_a_contradiction_must_read_both_ways():
+def test_chit_chat_must_read_as_a_contradiction_both_ways():
     """The small model calls chit-chat that shares a word a contradiction one way ("Thanks,
-    Mel!" then "No worries, Mel!": 0.995) but not the other (0.865); a real contradiction
-    reads both ways. Only pairs confident enough to decide are read again (the real shipped
+    Mel!" then "No worries, Mel!": 0.995) but not the other (0.865). A pair with no typed fact
+    on either side is read again swapped and keeps the lower score; a pair about facts keeps
+    its one reading; only pairs confident enough to decide are read again (the real shipped
     model, its calls recorded); with nli_both_ways off the forward score decides alone."""
     from agentmem.models.nli import cached_nli
+    from agentmem.quarantine.slots import extract_facts
 
     model, asked = cached_nli(), []
 
@@ -122,14 +124,16 @@ def test_a_contradiction_must_read_both_ways():
     statements = _statements([(0, "user", "Thanks, Mel!"), (1, "user", "No worries, Mel!"),
                               (2, "user", "I live in Paris."), (3, "user", "I live in Berlin."),
                               (4, "user", "I love dogs."), (5, "user", "My dog is called Rex.")])
+    assert extract_facts("I live in Berlin.") and not extract_facts("No worries, Mel!")
     scored = {(c.older, c.newer): c.probability
               for c in nli_candidates(statements, [1, 3, 5], Recording(), SETTINGS)}
     forward = dict(zip(asked[0], model.contradiction(asked[0])))
-    assert forward[("Thanks, Mel!", "No worries, Mel!")] >= SETTINGS.contradiction_threshold
-    assert scored[(0, 1)] < SETTINGS.contradiction_threshold  # the lower reading
-    assert scored[(2, 3)] >= SETTINGS.contradiction_threshold  # Paris / Berlin both ways
-    assert asked[1] == [(b, a) for a, b in asked[0] if forward[(a, b)] >= SETTINGS.contradiction_threshold]
-    assert ("My dog is called Rex.", "I love dogs.") not in asked[1]
+    threshold = SETTINGS.contradiction_threshold
+    assert forward[("Thanks, Mel!", "No worries, Mel!")] >= threshold
+    assert forward[("I live in Paris.", "I live in Berlin.")] >= threshold
+    assert asked[1] == [("No worries, Mel!", "Thanks, Mel!")]  # facts and low scores: once
+    assert scored[(0, 1)] < threshold  # the lower reading
+    assert scored[(2, 3)] == forward[("I live in Paris.", "I live in Berlin.")]
     assert [(c.older, c.newer) for c in settle([], [Candidate(a, b, p) for (a, b), p in scored.items()],
                                                 SETTINGS)] == [(2, 3)]
 
@@ -137,4 +141,4 @@ def test_a_contradiction_must_read_both_ways():
     asked.clear()
     scored = {(c.older, c.newer): c.probability
               for c in nli_candidates(statements, [1, 3, 5], Recording(), one_way)}
-    assert len(asked) == 1 and scored[(0, 1)] >= one_way.contradiction_threshold
+    assert len(asked) == 1 and scored[(0, 1)] >= threshold

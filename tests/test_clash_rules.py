@@ -236,3 +236,12 @@ def test_a_first_turn_has_its_facts_read_only_when_something_earlier_can_clash(m
                        np.zeros((2, 384), np.float32), ["user", "user"], ["user", "user"],
                        np.zeros(2, bool), [[], []])
     assert [c.newer for c in clash.all_rule_clashes(later, [1])] == [1] and read  # still found
+
+
+@pytest.mark.parametrize("text", ["No prob, Jon!", "No probs!", "No sweat!", "No hurry.",
+                                  "No worries, Mel!", "No problem!"])
+def test_phatic_no_states_no_fact(text: str) -> None:
+    """"No prob" is a reply, not "has zero probs": a fact here would make the pair one the
+    NLI model decides one way (agentmem.quarantine.clash._both_ways)."""
+    assert extract_facts(text) == []
+    assert extract_facts("I have no kids.")  # the pattern itself still reads counts

@@ -36,10 +36,11 @@ class QuarantineSettings(BaseModel):
         "small shipped model is overconfident: at 0.98 it keeps false positives under 10% on "
         "DECODE dev; rule verdicts do not depend on it).")
     nli_both_ways: bool = Field(
-        True, description="Read a candidate pair both ways (earlier, newer and newer, earlier) "
-        "and keep the lower P(contradiction): a contradiction is symmetric, the small model's "
-        "false alarms on chit-chat mostly are not. Only pairs that reach the decision "
-        "threshold (or judge_threshold with a judge) are scored the second way.")
+        True, description="Chit-chat pairs (no typed fact on either side) must read as a "
+        "contradiction both ways: the pair is scored again swapped and the lower P counts. The "
+        "small model's false alarms concentrate there (feelings, thanks, encouragement); pairs "
+        "about facts keep one reading. Only pairs that reach the decision threshold (or "
+        "judge_threshold with a judge) are scored twice.")
     clash_similarity: float = Field(
         0.2, ge=-1, le=1, description="Cosine above which two statements are about the same "
         "subject and worth an NLI check.")

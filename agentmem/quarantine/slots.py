@@ -981,7 +981,7 @@ intention thing stuff one anything anyone everything something nothing someone f
 hour day week favorite favourite answer question reply concern feeling strength voice option limit rule
 restriction pet sibling brother sister job biggie offense rush pressure matter kidding thanks worries
 problem way sugar meat fish dairy gluten alcohol caffeine coffee kids children pets siblings plans idea
-ideas point points news luck clue doubt fun""".split())
+ideas point points news luck clue doubt fun prob probs sweat hassle hurry""".split())
 
 
 def _head(phrase: str) -> str:
