@@ -755,12 +755,17 @@ def _close_units(statements: Statements, authority: list[int], units: list[_Unit
     close pairs per clause, and the caller stops at the first that supports it."""
     if not authority:
         return lambda i: []
-    unit_of = {row: unit for unit in units for row in unit.rows}
+    number_of = {row: k for k, unit in enumerate(units) for row in unit.rows}
+    unit_number = np.asarray([number_of.get(row, -1) for row in authority], dtype=np.int64)
     close = vectors @ statements.vectors[authority].T >= bar
 
     def units_for(i: int) -> list[_Unit]:
-        found = (unit_of.get(authority[j]) for j in np.flatnonzero(close[i]).tolist())
-        return list({id(unit): unit for unit in found if unit is not None}.values())
+        # numpy, not a dict per close sentence: at 2,000 turns a clause reads like ~200
+        # authority sentences, and every pending clause asked on every reply
+        found = unit_number[close[i]]
+        found = found[found >= 0]
+        _, first = np.unique(found, return_index=True)
+        return [units[k] for k in found[np.sort(first)].tolist()]
 
     return units_for
 
@@ -796,12 +801,22 @@ def clauses_of(statements: Statements, rows: list[int]) -> list[Clause]:
         if number % 64 == 0:
             pause_point()
         position = int(statements.position[row])
-        for text in split_clauses(without_address(statements.texts[row])):
-            details = _claim_details(text)
-            if len(details) >= MIN_CLAUSE_TERMS:
-                entities = (entities_of(text) & details) | {d for d in details if _is_value(d)}
-                out.append(Clause(row, position, text, details, frozenset(entities)))
+        out += [Clause(row, position, text, details, entities)
+                for text, details, entities in _text_clauses(statements.texts[row])]
     return out
+
+
+@lru_cache(maxsize=1 << 16)
+def _text_clauses(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str]], ...]:
+    """(clause, details, entities) of each claim clause of a sentence. By content: every
+    reply reads the clauses of the whole window again, and a sentence's never change."""
+    out = []
+    for clause in split_clauses(without_address(text)):
+        details = _claim_details(clause)
+        if len(details) >= MIN_CLAUSE_TERMS:
+            entities = (entities_of(clause) & details) | {d for d in details if _is_value(d)}
+            out.append((clause, details, frozenset(entities)))
+    return tuple(out)
 
 
 def _vectors_for(statements: Statements, clauses: list[Clause], encode: Encoder | None) -> np.ndarray:
