@@ -382,14 +382,27 @@ def test_with_a_tool_in_the_session_the_agents_own_state_needs_support(encode):
 
 
 def test_a_repeated_statement_is_one_unit_at_its_first_place_speaking_for_every_row():
-    from agentmem.quarantine.poison import _distinct
+    """Units are extended reply by reply: the grown session's units equal the ones built from
+    scratch, and the earlier reply's units are left as they were (they are shared)."""
+    from types import SimpleNamespace
 
-    words = frozenset({"dhl", "signatur"})
-    units = [_Unit(3, "user", words, rows=(5,)), _Unit(7, "tool", words, rows=(9,)),
-             _Unit(11, "user", words, rows=(14,)), _Unit(12, "user", frozenset({"dhl"}), rows=(15,))]
-    kept = _distinct(units)
-    assert [(u.position, u.trust, u.rows) for u in kept] == [(3, "user", (5, 14)), (7, "tool", (9,)),
-                                                              (12, "user", (15,))]
+    from agentmem.quarantine.poison import _units_kept, authority_units
+
+    said = "DHL needs a signature."
+    texts = [said, said, said, "DHL it is.", said]
+    statements = SimpleNamespace(position=np.asarray([3, 7, 11, 12, 20]), texts=texts, calls={},
+                                 trust=["user", "tool", "user", "user", "user"])
+    _units_kept.clear()
+    earlier = authority_units(statements, [0, 1, 2, 3])
+    assert [(u.position, u.trust, u.rows) for u in earlier] == [(3, "user", (0, 2)), (7, "tool", (1,)),
+                                                                (12, "user", (3,))]
+    grown = authority_units(statements, [0, 1, 2, 3, 4])
+    assert [(u.position, u.trust, u.rows) for u in grown] == [(3, "user", (0, 2, 4)), (7, "tool", (1,)),
+                                                              (12, "user", (3,))]
+    assert earlier[0].rows == (0, 2)  # the earlier reply's unit was not changed
+    _units_kept.clear()
+    assert [(u.position, u.rows) for u in authority_units(statements, [0, 1, 2, 3, 4])] == \
+        [(u.position, u.rows) for u in grown]
 
 
 # ----------------------------------------------------------------------------- growing sessions

@@ -61,7 +61,7 @@ import threading
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TypeVar
 
@@ -836,20 +836,52 @@ def _vectors_for(statements: Statements, clauses: list[Clause], encode: Encoder 
 
 def authority_units(statements: Statements, rows: list[int]) -> list[_Unit]:
     """A trusted tool's result is one unit (a record's fields belong together); a user or
-    system sentence is a unit with its neighbour in the same message."""
+    system sentence is a unit with its neighbour in the same message. One unit per distinct
+    statement of one trust class: the earliest, speaking for the rows of every repetition.
+    Support asks what was stated and how early, so a repeated status line or a user saying
+    the same again adds nothing but cost (an agent polling a tool for 2,000 turns made every
+    clause check thousands of identical units).
+
+    Extended reply by reply (see ``_keep``): building a 2,000-turn session's units again on
+    every reply was half of the poison pass."""
     by_position: dict[int, list[int]] = {}
     for row, position in zip(rows, statements.position[rows].tolist()):
         by_position.setdefault(position, []).append(row)
     calls = getattr(statements, "calls", {})
-    units = []
+    messages = []
     for position, members in sorted(by_position.items()):
-        pause_point()
         trust = statements.trust[members[0]]
-        call = calls.get(position, "") if trust == "tool" else ""
-        texts = tuple(statements.texts[r] for r in members)
+        messages.append((position, trust, tuple(statements.texts[r] for r in members),
+                         calls.get(position, "") if trust == "tool" else "", tuple(members)))
+    with _grown_lock:
+        base = max((e for e in _units_kept if len(e.messages) <= len(messages)
+                    and messages[:len(e.messages)] == e.messages),
+                   key=lambda e: len(e.messages), default=None)
+    units = list(base.units) if base is not None else []
+    first = dict(base.first) if base is not None else {}
+    for position, trust, texts, call, members in messages[len(base.messages) if base else 0:]:
+        pause_point()
         for words, asked, which in _message_units(trust, texts, call):
-            units.append(_Unit(position, trust, words, asked, tuple(members[i] for i in which)))
-    return _distinct(units)
+            rows_of = tuple(members[i] for i in which)
+            key = (trust, words, asked)
+            if key not in first:
+                first[key] = len(units)
+                units.append(_Unit(position, trust, words, asked, rows_of))
+            else:  # a repetition: a new unit object, the kept table's stays as it was
+                earlier = units[first[key]]
+                units[first[key]] = replace(earlier, rows=earlier.rows + rows_of)
+    _keep(_units_kept, _UnitsEntry(messages, units, first), base)
+    return list(units)
+
+
+@dataclass(frozen=True, eq=False)
+class _UnitsEntry:
+    messages: list[tuple[int, str, tuple[str, ...], str, tuple[int, ...]]]  # the input
+    units: list[_Unit]
+    first: dict[tuple[str, frozenset[str], frozenset[str]], int]  # unit key -> index
+
+
+_units_kept: list[_UnitsEntry] = []
 
 
 @lru_cache(maxsize=1 << 14)
@@ -865,24 +897,6 @@ def _message_units(trust: str, texts: tuple[str, ...], call: str) -> tuple[
         return ((frozenset().union(*words), asked, tuple(range(len(texts)))),)
     return tuple((own | (words[i + 1] if i + 1 < len(words) else frozenset()), frozenset(), (i,))
                  for i, own in enumerate(words))
-
-
-def _distinct(units: list[_Unit]) -> list[_Unit]:
-    """One unit per distinct statement of one trust class: the earliest, speaking for the
-    rows of every repetition. Support asks what was stated and how early, so a repeated
-    status line or a user saying the same again adds nothing but cost (an agent polling a
-    tool for 2,000 turns made every clause check thousands of identical units)."""
-    first: dict[tuple[str, frozenset[str], frozenset[str]], _Unit] = {}
-    out = []
-    for unit in units:  # in position order
-        key = (unit.trust, unit.words, unit.asked)
-        kept = first.get(key)
-        if kept is None:
-            first[key] = unit
-            out.append(unit)
-        else:
-            kept.rows += unit.rows
-    return out
 
 
 def support_level(unit: _Unit, clause: Clause) -> int:
