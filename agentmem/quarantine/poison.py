@@ -859,10 +859,10 @@ def authority_units(statements: Statements, rows: list[int]) -> list[_Unit]:
                    key=lambda e: len(e.messages), default=None)
     units = list(base.units) if base is not None else []
     first = dict(base.first) if base is not None else {}
-    for position, trust, texts, call, members in messages[len(base.messages) if base else 0:]:
+    for position, trust, texts, call, message_rows in messages[len(base.messages) if base else 0:]:
         pause_point()
         for words, asked, which in _message_units(trust, texts, call):
-            rows_of = tuple(members[i] for i in which)
+            rows_of = tuple(message_rows[i] for i in which)
             key = (trust, words, asked)
             if key not in first:
                 first[key] = len(units)
