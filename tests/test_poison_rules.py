@@ -459,6 +459,8 @@ def test_a_growing_session_finds_what_a_fresh_detection_finds(encode):
     for prefix, since in zip(prefixes, windows):
         poison._index_kept.clear()
         poison._counts_kept.clear()
+        poison._units_kept.clear()
+        poison._support_kept.clear()
         poison._covered.cache_clear()
         cold.append(_as_dicts(detect_poison(prefix, SETTINGS, encode=encode, since_position=since)))
     assert grown == cold

@@ -532,15 +532,16 @@ class _Units:
                    if self.all[i].trust != "user" or self.all[i].position < before)
 
     def candidates(self, clause: Clause, *, before: int | None = None, share: float = 0.0,
-                   most: int | None = None) -> list[_Unit]:
+                   most: int | None = None, start: int = 0) -> list[_Unit]:
         """Units that may state at least ``share`` of the clause's details, most promising
-        first (user units only before ``before`` when given; the first ``most`` only)."""
+        first (user units only before ``before`` when given; the first ``most`` only; units
+        from number ``start`` on)."""
         held = [h for h in (self._holders(detail) for detail in clause.details) if len(h)]
         if not held:
             return []
         hits = np.bincount(np.concatenate(held), minlength=len(self.all))
         need = max(1, share * len(clause.details) - 1e-9)
-        chosen = np.flatnonzero(hits >= need)
+        chosen = np.flatnonzero(hits[start:] >= need) + start
         if before is not None:
             chosen = chosen[~self._user[chosen] | (self._position[chosen] < before)]
         order = chosen[np.lexsort((chosen, -hits[chosen]))]  # most hits, then earliest
@@ -629,38 +630,9 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     units = authority_units(statements, authority)
     index = _Units(units)
     vectors = _vectors_for(statements, clauses, encode)
-    # Support by words: one unit states the clause's details together.
-    strong = np.zeros(len(clauses), dtype=bool)  # stated by the system prompt or a trusted tool
-    weak = np.zeros(len(clauses), dtype=bool)  # its values and names are, most of the rest too
-    user_strong = np.full(len(clauses), NEVER)  # the earliest user statement of the same
-    for k, clause in enumerate(clauses):
-        pause_point()
-        for unit in index.candidates(clause, share=ENTITY_COVERAGE):
-            if unit.trust == "user" and unit.position >= user_strong[k]:
-                continue  # a later user statement cannot back it earlier
-            level = support_level(unit, clause)
-            if level and unit.trust != "user":
-                strong[k] |= level == 2
-                weak[k] = True
-            elif level == 2:  # what a user said about themselves backs only the same statement
-                user_strong[k] = min(user_strong[k], unit.position)
-            if strong[k]:
-                break
-    # Support by meaning: a clause that reads like an authority's sentence and states the same
-    # values and names (checked only for what the words left open).
-    pending = [k for k in range(len(clauses)) if not strong[k]]
-    close = _close_units(statements, authority, units, vectors[pending], settings.support_similarity)
-    for i, k in enumerate(pending):
-        clause = clauses[k]
-        for unit in close(i):
-            if unit.trust == "user" and unit.position >= user_strong[k]:
-                continue
-            if clause.entities <= unit.covered(clause.entities):
-                if unit.trust != "user":
-                    strong[k] = True
-                    break
-                user_strong[k] = min(user_strong[k], unit.position)
-    open_ = [k for k in pending if not strong[k]]
+    strong, weak, user_strong = _support(statements, clauses, authority, units, index, vectors,
+                                         settings.support_similarity)
+    open_ = [k for k in range(len(clauses)) if not strong[k]]
     if len({clauses[k].position for k in open_}) < settings.min_occurrences:
         return []
     clauses = _same_stems(clauses)  # "sign" and "signature" are one detail from here on
@@ -746,6 +718,84 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
                     f"recurring details ({', '.join(_surface(anchors, [clauses[k].text for k in members]))}) "
                     f"come from no user, system prompt or trusted tool")))
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class _SupportEntry:
+    authority: list[int]  # the input: authority rows,
+    units: list[tuple[int, str, frozenset[str], frozenset[str]]]  # their units' content,
+    bar: float  # and support_similarity
+    found: dict[tuple[int, str], tuple[bool, bool, int]]  # (row, clause) -> strong, weak, user
+
+
+_support_kept: list[_SupportEntry] = []
+
+
+def _support(statements: Statements, clauses: list[Clause], authority: list[int],
+             units: list[_Unit], index: _Units, vectors: np.ndarray, bar: float
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per clause: stated by the system prompt or a trusted tool (strong); its values and
+    names are, and most of the rest (weak); the earliest user statement of the same (user).
+
+    By words first (one unit states the clause's details together), then by meaning for what
+    the words left open (the clause reads like an authority's sentence and states the same
+    values and names). Each is an OR or a minimum over units, so a clause seen on the previous
+    reply keeps its result and is checked against the new units and sentences only (kept like
+    the other session tables): every reply re-examined the whole window against every unit,
+    the pass's cost at 2,000 turns."""
+    content = [(u.position, u.trust, u.words, u.asked) for u in units]
+    with _grown_lock:
+        base = max((e for e in _support_kept if e.bar == bar and len(e.authority) <= len(authority)
+                    and authority[:len(e.authority)] == e.authority
+                    and len(e.units) <= len(content) and content[:len(e.units)] == e.units),
+                   key=lambda e: len(e.authority), default=None)
+    old_units = len(base.units) if base is not None else 0
+    old_rows = len(base.authority) if base is not None else 0
+    strong = np.zeros(len(clauses), dtype=bool)
+    weak = np.zeros(len(clauses), dtype=bool)
+    user_strong = np.full(len(clauses), NEVER)
+    known = np.zeros(len(clauses), dtype=bool)
+    for k, clause in enumerate(clauses):
+        got = base.found.get((clause.row, clause.text)) if base is not None else None
+        if got is not None:
+            strong[k], weak[k], user_strong[k] = got
+            known[k] = True
+    for k, clause in enumerate(clauses):  # by words
+        if strong[k]:
+            continue
+        pause_point()
+        for unit in index.candidates(clause, share=ENTITY_COVERAGE,
+                                     start=old_units if known[k] else 0):
+            if unit.trust == "user" and unit.position >= user_strong[k]:
+                continue  # a later user statement cannot back it earlier
+            level = support_level(unit, clause)
+            if level and unit.trust != "user":
+                strong[k] |= level == 2
+                weak[k] = True
+            elif level == 2:  # what a user said about themselves backs only the same statement
+                user_strong[k] = min(user_strong[k], unit.position)
+            if strong[k]:
+                break
+    for seen in (False, True):  # by meaning: new clauses against every sentence, seen ones new
+        pending = [k for k in range(len(clauses)) if not strong[k] and known[k] == seen]
+        rows = authority[old_rows:] if seen else authority
+        close = _close_units(statements, rows, units, vectors[pending], bar)
+        for i, k in enumerate(pending):
+            clause = clauses[k]
+            for unit in close(i):
+                if unit.trust == "user" and unit.position >= user_strong[k]:
+                    continue
+                if clause.entities <= unit.covered(clause.entities):
+                    if unit.trust != "user":
+                        strong[k] = True
+                        break
+                    user_strong[k] = min(user_strong[k], unit.position)
+    # only this reply's clauses: one that left the window was not checked against the units
+    # added since, so if it came back (a wider window) it is checked afresh
+    found = {(c.row, c.text): (bool(strong[k]), bool(weak[k]), int(user_strong[k]))
+             for k, c in enumerate(clauses)}
+    _keep(_support_kept, _SupportEntry(list(authority), content, bar, found), base)
+    return strong, weak, user_strong
 
 
 def _close_units(statements: Statements, authority: list[int], units: list[_Unit],
