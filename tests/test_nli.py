@@ -149,14 +149,44 @@ def test_a_screened_model_scores_only_what_the_screen_passes():
 
 def test_the_policy_screens_by_default_and_the_judge_lowers_the_screen():
     """load_nli: the shipped screen before the shipped model; none when the policy says
-    null; with a judge, the screen passes everything the judge would be asked about."""
-    from agentmem.models.nli import ScreenedNLI
+    null; with a judge, the screen passes everything the judge would be asked about. One
+    remembering model per setting for the whole process."""
+    from agentmem.models.nli import RememberedNLI, ScreenedNLI
     from agentmem.quarantine.clash import load_nli
     from agentmem.quarantine.settings import QuarantineSettings
 
-    screened = load_nli(QuarantineSettings())
+    remembered = load_nli(QuarantineSettings())
+    assert isinstance(remembered, RememberedNLI) and load_nli(QuarantineSettings()) is remembered
+    screened = remembered.model
     assert isinstance(screened, ScreenedNLI) and screened.model is cached_nli(None)
     assert screened.threshold == 0.3
-    assert load_nli(QuarantineSettings(nli_screen=None)) is cached_nli(None)
+    assert load_nli(QuarantineSettings(nli_screen=None)).model is cached_nli(None)
     judged = load_nli(QuarantineSettings(judge_model="openai/gpt-x", judge_threshold=0.1))
-    assert judged.threshold == 0.1
+    assert judged.model.threshold == 0.1
+
+
+def test_a_remembered_model_scores_each_pair_once():
+    """Repeated pairs (a session's statements recur) are answered from memory with the
+    model's own score; the memory is bounded (least recently used goes first)."""
+    from agentmem.models.nli import RememberedNLI
+
+    model, asked = cached_nli(None), []
+
+    class Recording:
+        def contradiction(self, pairs, batch_size=32):
+            asked.append(list(pairs))
+            return model.contradiction(pairs, batch_size=batch_size)
+
+    remembered = RememberedNLI(Recording(), size=3)
+    first = remembered.contradiction(SCREEN_PAIRS[:2])
+    again = remembered.contradiction([SCREEN_PAIRS[1], SCREEN_PAIRS[2], SCREEN_PAIRS[0]])
+    assert asked == [SCREEN_PAIRS[:2], [SCREEN_PAIRS[2]]]
+    assert again[0] == first[1] and again[2] == first[0]
+    assert again[1] == pytest.approx(model.contradiction([SCREEN_PAIRS[2]])[0], abs=1e-6)
+    remembered.contradiction([SCREEN_PAIRS[3]])  # a fourth pair: the least recently used goes
+    assert asked[-1] == [SCREEN_PAIRS[3]]
+    calls = len(asked)
+    remembered.contradiction([SCREEN_PAIRS[0], SCREEN_PAIRS[2]])
+    assert len(asked) == calls  # both still remembered (used after SCREEN_PAIRS[1])
+    remembered.contradiction([SCREEN_PAIRS[1]])
+    assert asked[-1] == [SCREEN_PAIRS[1]]

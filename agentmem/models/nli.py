@@ -149,6 +149,43 @@ class ScreenedNLI:
         return scores
 
 
+class RememberedNLI:
+    """A model whose scores are remembered per (earlier, newer) text pair (LRU, ``size``).
+
+    Why: a session grown one reply at a time asks about the same pairs again whenever its
+    statements repeat (an agent's status lines, a tool polled, a recycled phrase), and a pair
+    costs 2-5 ms of model time. The scores are deterministic (the screen scores each pair
+    alone), so a remembered score is the one the model would give again."""
+
+    def __init__(self, model: ContradictionModel, size: int = 1 << 16) -> None:
+        from collections import OrderedDict
+
+        self.model, self.size = model, size
+        self._scores: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def contradiction(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
+        out = np.zeros(len(pairs), dtype=np.float32)
+        with self._lock:
+            todo = []
+            for i, pair in enumerate(pairs):
+                score = self._scores.get(pair)
+                if score is None:
+                    todo.append(i)
+                else:
+                    self._scores.move_to_end(pair)
+                    out[i] = score
+        if todo:
+            fresh = self.model.contradiction([pairs[i] for i in todo], batch_size=batch_size)
+            out[todo] = fresh
+            with self._lock:
+                for i, score in zip(todo, fresh.tolist()):
+                    self._scores[pairs[i]] = score
+                while len(self._scores) > self.size:
+                    self._scores.popitem(last=False)
+        return out
+
+
 def cached_nli(path: str | None = None) -> NLIModel | OnnxNLIModel:
     """One loaded model per checkpoint for the whole process (loading costs about a second),
     on the configured runtime (``agentmem.models.backend``). ``path``: a folder, the name of a

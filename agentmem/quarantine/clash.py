@@ -68,19 +68,25 @@ class Candidate:
 
 def load_nli(settings: Any) -> Any:
     """The policy's NLI model (the shipped one, a local folder, or with allow_hub a hub name),
-    behind its screen when the policy names one (``nli_screen``)."""
-    from agentmem.models.nli import ScreenedNLI, cached_nli
-
-    if settings.allow_hub and settings.nli_model:
-        model = _hub_model(settings.nli_model)
-    else:
-        model = cached_nli(settings.nli_model)
-    if not settings.nli_screen:
-        return model
+    behind its screen when the policy names one (``nli_screen``), its scores remembered per
+    pair (one memory per distinct model setting, for the whole process)."""
     threshold = settings.nli_screen_threshold
     if settings.judge_model:  # the judge reads candidates from judge_threshold up: pass those on
         threshold = min(threshold, settings.judge_threshold)
-    return ScreenedNLI(cached_nli(settings.nli_screen), model, threshold)
+    return _remembered(settings.nli_model if settings.allow_hub else None,
+                       None if settings.allow_hub else settings.nli_model,
+                       settings.nli_screen or None, threshold if settings.nli_screen else None)
+
+
+@lru_cache(maxsize=16)
+def _remembered(hub: str | None, path: str | None, screen: str | None,
+                threshold: float | None) -> Any:
+    from agentmem.models.nli import RememberedNLI, ScreenedNLI, cached_nli
+
+    model = _hub_model(hub) if hub else cached_nli(path)
+    if screen is not None and threshold is not None:
+        model = ScreenedNLI(cached_nli(screen), model, threshold)
+    return RememberedNLI(model)
 
 
 _HUB: dict[str, object] = {}
