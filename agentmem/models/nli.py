@@ -12,6 +12,7 @@ in fp32 even though the shipped weights are stored in fp16 (half the size on dis
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -158,8 +159,6 @@ class RememberedNLI:
     alone), so a remembered score is the one the model would give again."""
 
     def __init__(self, model: ContradictionModel, size: int = 1 << 16) -> None:
-        from collections import OrderedDict
-
         self.model, self.size = model, size
         self._scores: OrderedDict[tuple[str, str], float] = OrderedDict()
         self._lock = threading.Lock()
