@@ -63,7 +63,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -571,9 +571,7 @@ def _unit_index(keys: list[frozenset[str]]) -> dict[str, np.ndarray]:
     words are keys to thousands of units. Rebuilding it every reply cost more than the
     detection over the window on long sessions; units only ever append (a repeated statement
     joins its first unit), so the previous reply's index is extended by the new units."""
-    with _grown_lock:
-        base = max((e for e in _index_kept if len(e.keys) <= len(keys) and keys[:len(e.keys)] == e.keys),
-                   key=lambda e: len(e.keys), default=None)
+    base = _extended(_index_kept, lambda e: (e.keys,), keys)
     start = len(base.keys) if base is not None else 0
     grown: dict[str, list[int]] = {}
     for i in range(start, len(keys)):
@@ -591,6 +589,20 @@ def _unit_index(keys: list[frozenset[str]]) -> dict[str, np.ndarray]:
 
 
 _Entry = TypeVar("_Entry")
+
+
+def _extended(kept: list[_Entry], inputs: Callable[[_Entry], tuple[Any, ...]],
+              *current: Any) -> _Entry | None:
+    """The kept entry this call extends: each of its inputs (lists or arrays) a prefix of the
+    current input in the same place, the longest such entry; None: compute from scratch."""
+    def extends(entry: _Entry) -> bool:
+        return all(len(old) <= len(new) and (np.array_equal(new[:len(old)], old)
+                                             if isinstance(old, np.ndarray) else new[:len(old)] == old)
+                   for old, new in zip(inputs(entry), current))
+
+    with _grown_lock:
+        return max((e for e in kept if extends(e)),
+                   key=lambda e: sum(len(old) for old in inputs(e)), default=None)
 
 
 def _keep(kept: list[_Entry], entry: _Entry, replaced: _Entry | None) -> None:
@@ -744,11 +756,8 @@ def _support(statements: Statements, clauses: list[Clause], authority: list[int]
     the other session tables): every reply re-examined the whole window against every unit,
     the pass's cost at 2,000 turns."""
     content = [(u.position, u.trust, u.words, u.asked) for u in units]
-    with _grown_lock:
-        base = max((e for e in _support_kept if e.bar == bar and len(e.authority) <= len(authority)
-                    and authority[:len(e.authority)] == e.authority
-                    and len(e.units) <= len(content) and content[:len(e.units)] == e.units),
-                   key=lambda e: len(e.authority), default=None)
+    base = _extended(_support_kept, lambda e: ((e.bar,), e.authority, e.units), (bar,), authority,
+                     content)
     old_units = len(base.units) if base is not None else 0
     old_rows = len(base.authority) if base is not None else 0
     strong = np.zeros(len(clauses), dtype=bool)
@@ -903,10 +912,7 @@ def authority_units(statements: Statements, rows: list[int]) -> list[_Unit]:
         trust = statements.trust[members[0]]
         messages.append((position, trust, tuple(statements.texts[r] for r in members),
                          calls.get(position, "") if trust == "tool" else "", tuple(members)))
-    with _grown_lock:
-        base = max((e for e in _units_kept if len(e.messages) <= len(messages)
-                    and messages[:len(e.messages)] == e.messages),
-                   key=lambda e: len(e.messages), default=None)
+    base = _extended(_units_kept, lambda e: (e.messages,), messages)
     units = list(base.units) if base is not None else []
     first = dict(base.first) if base is not None else {}
     for position, trust, texts, call, message_rows in messages[len(base.messages) if base else 0:]:
@@ -1055,11 +1061,7 @@ def _turn_frequency(statements: Statements) -> dict[str, int]:
             for word in detail_terms(texts[row]):
                 seen.setdefault(word, set()).add(int(positions[row]))
         return {w: len(p) for w, p in seen.items()}
-    with _grown_lock:
-        base = max((e for e in _counts_kept if len(e.texts) <= len(texts)
-                    and texts[:len(e.texts)] == e.texts
-                    and np.array_equal(positions[:len(e.texts)], e.positions)),
-                   key=lambda e: len(e.texts), default=None)
+    base = _extended(_counts_kept, lambda e: (e.texts, e.positions), texts, positions)
     counts = dict(base.counts) if base is not None else {}
     start = len(base.texts) if base is not None else 0
     last = int(positions[start - 1]) if start else None
