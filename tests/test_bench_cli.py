@@ -24,6 +24,9 @@ def test_overhead_bench_writes_the_documented_keys(tmp_path):
     assert result["floor"]["ms_p50"] > 0 and result["direct"]["n"] == 10
     assert set(result["by_turns"]) == {"10", "30"}
     assert result["by_turns"]["30"]["messages"] >= 30
+    assert result["by_turns"]["30"]["n"] == 2  # settled calls; as many back to back
+    assert {"overhead_ms_p50", "overhead_ms_p95", "back_to_back_overhead_ms_p50",
+            "back_to_back_overhead_ms_p95"} <= set(result["by_turns"]["30"])
     assert result["by_turns"]["30"]["peak_rss_mb"] > 100  # MiniLM alone is more
     assert result["by_turns"]["30"]["seed_ms_per_turn"] > 0
     assert result["by_turns"]["30"]["ingest_ms_per_turn"] >= result["by_turns"]["30"]["seed_ms_per_turn"]

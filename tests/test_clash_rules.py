@@ -245,3 +245,23 @@ def test_phatic_no_states_no_fact(text: str) -> None:
     NLI model decides one way (agentmem.quarantine.clash._both_ways)."""
     assert extract_facts(text) == []
     assert extract_facts("I have no kids.")  # the pattern itself still reads counts
+
+
+def test_pairs_the_comparisons_relate_are_comparable() -> None:
+    """``comparable`` lets the call path skip pairs without comparing their facts: it must
+    never skip a pair that ``_compare`` relates (every fact pair of this file's texts)."""
+    from agentmem.quarantine.slots import _compare, comparable
+
+    texts = sorted({t for older, newer, *_ in CLASHES + HARD_NEGATIVES for t in (older, newer)})
+    related = skipped = 0
+    for older in texts:
+        for newer in texts:
+            if any(_compare(a, b) is not None for a in extract_facts(older) for b in extract_facts(newer)):
+                related += 1
+                assert comparable(older, newer), (older, newer)
+            elif not comparable(older, newer):
+                skipped += 1
+    assert related > 500 and skipped > 10_000  # it relates what the rules read, and skips the rest
+    assert comparable("I'm vegetarian.", "I had a steak last night.")  # families across slots
+    assert not comparable("My two dogs sleep in the kitchen.", "I live in Lisbon.")
+    assert not comparable("Thanks, Mel!", "I live in Lisbon.")  # no fact on one side

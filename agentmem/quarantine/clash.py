@@ -28,7 +28,7 @@ import numpy as np
 
 from agentmem.models.runtime import pause_point
 from agentmem.quarantine.rules import RuleVerdict, rule_clash, rule_silent_ok
-from agentmem.quarantine.slots import extract_facts
+from agentmem.quarantine.slots import comparable, extract_facts
 from agentmem.quarantine.statements import TRUST_RANK, Statements, is_claim
 
 MAX_RULE_CANDIDATES = 400  # earlier statements of the source the rules look at, newest first
@@ -118,12 +118,13 @@ def _may_clash(newer: str, source: str) -> bool:
 def _rule(older: str, newer: str, source: str) -> RuleVerdict | None:
     """A rule verdict, where it applies: record comparisons ("key: value" lines read twice)
     are for tool outputs only; in people's text "Step 1" and "Step 3" are not one record.
-    People's rules compare typed facts, so a pair with none on one side is settled by a
-    cached lookup (most sentences state none: at 600 turns this took the call path's check
-    of a new message from ~30 ms to ~19 ms, LoCoMo)."""
+    People's rules compare typed facts, so a pair whose facts are about different things
+    (or that has none on one side) is settled by two cached lookups, without comparing them
+    (98% of the same-speaker pairs of the clash dev sets; at 600 turns, skipping pairs with
+    no facts took the call path's check of a new message from ~30 ms to ~19 ms, LoCoMo)."""
     records = source.startswith("tool:")
-    if not records and not (extract_facts(newer) and extract_facts(older)):
-        return None
+    if not records and not comparable(older, newer):
+        return None  # no fact of one is compared with any of the other: no rule can fire
     return _rule_verdict(older, newer, records)
 
 

@@ -2039,8 +2039,42 @@ def display(fact: Fact) -> str:
     return value if fact.polarity else "not " + value
 
 
+# Pairs of different slot families that ``_compare`` compares; every other pair of facts is
+# unrelated unless the two slots are equal. ``comparable`` reads this table, so a family pair
+# compared in ``_compare`` must be listed here.
+_COMPARED_ACROSS = (("avoids", "consumes"), ("avoids", "pet"), ("closed", "visit_on"),
+                    ("speaks_only", "speaks"), ("budget", "spend"), ("job", "school"))
+_PARTNERS: dict[str, frozenset[str]] = {
+    family: frozenset(b if a == family else a for a, b in _COMPARED_ACROSS if family in (a, b))
+    for pair in _COMPARED_ACROSS for family in pair}
+
+
+def comparable(older: str, newer: str) -> bool:
+    """Whether any fact of ``older`` and any of ``newer`` are compared at all (the same slot,
+    or families ``_compare`` relates). False settles a pair without running the comparisons:
+    the call path checks a new message against hundreds of earlier ones, most about other
+    things."""
+    have, _ = _fact_keys(older)
+    _, want = _fact_keys(newer)
+    return not have.isdisjoint(want)
+
+
+@lru_cache(maxsize=8192)
+def _fact_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(what the text's facts are: slots and families; what they are compared with: the same
+    slots and the partner families)."""
+    have: set[str] = set()
+    want: set[str] = set()
+    for fact in _cached_facts(text):
+        family = _family(fact.slot)
+        have |= {"slot:" + fact.slot, "family:" + family}
+        want |= {"slot:" + fact.slot, *("family:" + p for p in _PARTNERS.get(family, ()))}
+    return frozenset(have), frozenset(want)
+
+
 def _compare(old: Fact, new: Fact) -> tuple[str, str, float] | None:
-    """(status, kind, score) for a comparable pair, None when unrelated."""
+    """(status, kind, score) for a comparable pair, None when unrelated. Families compared
+    across slots are the ones in ``_COMPARED_ACROSS``."""
     families = (_family(old.slot), _family(new.slot))
     if old.slot == new.slot:
         checker = _SAME_SLOT.get(families[0])
