@@ -2039,19 +2039,9 @@ def display(fact: Fact) -> str:
     return value if fact.polarity else "not " + value
 
 
-# Pairs of different slot families that ``_compare`` compares; every other pair of facts is
-# unrelated unless the two slots are equal. ``comparable`` reads this table, so a family pair
-# compared in ``_compare`` must be listed here.
-_COMPARED_ACROSS = (("avoids", "consumes"), ("avoids", "pet"), ("closed", "visit_on"),
-                    ("speaks_only", "speaks"), ("budget", "spend"), ("job", "school"))
-_PARTNERS: dict[str, frozenset[str]] = {
-    family: frozenset(b if a == family else a for a, b in _COMPARED_ACROSS if family in (a, b))
-    for pair in _COMPARED_ACROSS for family in pair}
-
-
 def comparable(older: str, newer: str) -> bool:
     """Whether any fact of ``older`` and any of ``newer`` are compared at all (the same slot,
-    or families ``_compare`` relates). False settles a pair without running the comparisons:
+    or families ``_ACROSS`` relates). False settles a pair without running the comparisons:
     the call path checks a new message against hundreds of earlier ones, most about other
     things."""
     have, _ = _fact_keys(older)
@@ -2073,27 +2063,24 @@ def _fact_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _compare(old: Fact, new: Fact) -> tuple[str, str, float] | None:
-    """(status, kind, score) for a comparable pair, None when unrelated. Families compared
-    across slots are the ones in ``_COMPARED_ACROSS``."""
-    families = (_family(old.slot), _family(new.slot))
+    """(status, kind, score) for a comparable pair, None when unrelated: facts of one slot
+    by that slot's checker, facts of two families by ``_ACROSS``'s."""
     if old.slot == new.slot:
-        checker = _SAME_SLOT.get(families[0])
-        return checker(old, new) if checker else None
-    pair = frozenset(families)
-    if pair == {"avoids", "consumes"} or pair == {"avoids", "pet"}:
-        return _avoid_vs_use(old, new)
-    if families in (("closed", "visit_on"), ("visit_on", "closed")) and \
-            old.slot.split(":", 1)[1] == new.slot.split(":", 1)[1]:
-        return ("conflict", "world_knowledge", 0.8) if old.value == new.value else ("consistent", "", 0.0)
-    if pair == {"speaks_only", "speaks"}:
-        return _only_language(old, new)
-    if families == ("budget", "spend"):
-        return _budget_pair(old, new)
-    if pair == {"job", "school"}:
-        return _job_vs_school(old, new)
-    if pair == {"name", "brothers"} or pair == {"name", "sisters"}:
+        checker = _SAME_SLOT.get(_family(old.slot))
+    else:
+        checker = _ACROSS.get(frozenset((_family(old.slot), _family(new.slot))))
+    return checker(old, new) if checker else None
+
+
+def _closed_vs_visit(old: Fact, new: Fact) -> tuple[str, str, float] | None:
+    if old.slot.split(":", 1)[1] != new.slot.split(":", 1)[1]:
         return None
-    return None
+    return ("conflict", "world_knowledge", 0.8) if old.value == new.value else ("consistent", "", 0.0)
+
+
+def _budget_then_spend(old: Fact, new: Fact) -> tuple[str, str, float] | None:
+    """A budget stated, then a spend: only in that order."""
+    return _budget_pair(old, new) if _family(old.slot) == "budget" else None
 
 
 def _ranges(value: str) -> tuple[int, int]:
@@ -2368,6 +2355,19 @@ def _nationality_pair(old: Fact, new: Fact) -> tuple[str, str, float]:
         return "consistent", "profile", 0.0
     return "conflict", "profile", 0.9 if "only" in old.qualifiers | new.qualifiers else 0.75
 
+
+# Facts of two different families that are compared, and how; every other pair of facts is
+# unrelated unless the two slots are equal. ``comparable`` reads the same table.
+_ACROSS = {
+    frozenset({"avoids", "consumes"}): _avoid_vs_use, frozenset({"avoids", "pet"}): _avoid_vs_use,
+    frozenset({"closed", "visit_on"}): _closed_vs_visit,
+    frozenset({"speaks_only", "speaks"}): _only_language,
+    frozenset({"budget", "spend"}): _budget_then_spend,
+    frozenset({"job", "school"}): _job_vs_school,
+}
+_PARTNERS: dict[str, frozenset[str]] = {
+    family: frozenset(other for pair in _ACROSS if family in pair for other in pair - {family})
+    for pair in _ACROSS for family in pair}
 
 _SAME_SLOT = {
     "age": _age, "kids": _count, "siblings": _count, "brothers": _count, "sisters": _count, "pet": _count,
