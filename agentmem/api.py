@@ -688,6 +688,8 @@ class Call:
 
     async def _after_reply_work(self, turns: list[TurnRecord]) -> None:
         assert self.store is not None
+        metrics = self.hygiene.metrics
+        started = time.perf_counter()
         try:
             # the call's vectors, the session's background fill, then the rest (fair, bounded)
             vectors = await self.hygiene.state.corpora.turn_vectors(
@@ -697,16 +699,21 @@ class Call:
         except Exception as error:  # noqa: BLE001 - a model fault never fails a call
             log.warning("session %s: embeddings failed: %s", self.handle.session_id, error)
             return
+        metrics.observe_after_reply("embeddings", time.perf_counter() - started)
         stages = build_stages(self.policy.stages)
         if not any(type(stage).after_reply is not Stage.after_reply for stage in stages):
             return
         context = self._reply_context(turns)
         for stage in stages:
+            if type(stage).after_reply is Stage.after_reply:
+                continue
+            started = time.perf_counter()
             try:
                 await stage.after_reply(context, turns)
             except Exception as error:  # noqa: BLE001 - background work never fails a call
                 log.warning("session %s: %s after the reply failed: %s", self.handle.session_id,
                             stage.name, error)
+            metrics.observe_after_reply(stage.name, time.perf_counter() - started)
 
     def _reply_context(self, turns: list[TurnRecord]) -> StageContext:
         """The history as stored after this call (the reply appended), for after-reply hooks."""

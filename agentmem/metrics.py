@@ -57,6 +57,12 @@ class Metrics:
         self.upstream_latency = Histogram("agentmem_upstream_latency_seconds",
                                           "Time from clean request to the provider's last byte.",
                                           ["policy"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.after_reply = Histogram(
+            "agentmem_after_reply_seconds", "Background work after a reply, per phase: "
+            "'embeddings' (the new turns' sentence vectors, computed and stored: the ingest), "
+            "then each stage's after-reply work by stage name (quarantine's detection, the tools "
+            "stage's usage memory).",
+            ["phase"], buckets=_LATENCY_BUCKETS, registry=r)
 
     def observe(self, report: Report) -> None:
         """Count a finished call (ok, partial, error); never raises into the call."""
@@ -92,6 +98,10 @@ class Metrics:
         if "upstream" in report.latency_ms:
             self.upstream_latency.labels(policy).observe(report.latency_ms["upstream"] / 1000)
         log_call(report)
+
+    def observe_after_reply(self, phase: str, seconds: float) -> None:
+        """One reply's background work of one phase (wall time, queue waits included)."""
+        self.after_reply.labels(phase).observe(seconds)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -30,6 +30,8 @@ def test_overhead_bench_writes_the_documented_keys(tmp_path):
     assert result["by_turns"]["30"]["peak_rss_mb"] > 100  # MiniLM alone is more
     assert result["by_turns"]["30"]["seed_ms_per_turn"] > 0
     assert result["by_turns"]["30"]["ingest_ms_per_turn"] >= result["by_turns"]["30"]["seed_ms_per_turn"]
+    phases = result["by_turns"]["30"]["after_reply_phase_ms_per_turn_p50"]
+    assert set(phases) == {"embeddings", "quarantine", "tools"} and phases["embeddings"] > 0
 
 
 def test_bench_kinds_read_their_formats(tmp_path):

@@ -50,6 +50,32 @@ def test_metrics_count_calls_tokens_removals_and_stage_latency(client, http):
     assert grew("agentmem_hygiene_latency_seconds_count", policy="agent") == 1
 
 
+def test_metrics_time_the_after_reply_work_by_phase(client, http):
+    """The background work a reply leaves (embeddings, then quarantine's detection, the tools
+    stage's learning) is timed
+    per phase, so an operator sees where the CPU goes between calls."""
+    import time
+
+    before = _samples(http.get("/metrics").text)
+    client.chat.completions.create(
+        model="echo", messages=[{"role": "user", "content": "My flight to Lisbon leaves on Friday."}],
+        extra_headers={"X-Session-Id": f"ar-{uuid.uuid4().hex[:8]}", "X-Agentmem-Policy": "default"})
+    for _ in range(200):  # after-reply work runs once the reply is out
+        if http.get("/healthz").json().get("background", 0) == 0:
+            break
+        time.sleep(0.05)
+    after = _samples(http.get("/metrics").text)
+
+    def grew(name, **labels):
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0) - before.get(key, 0)
+
+    for phase in ("embeddings", "quarantine"):
+        assert grew("agentmem_after_reply_seconds_count", phase=phase) >= 1
+        assert grew("agentmem_after_reply_seconds_sum", phase=phase) > 0
+    assert grew("agentmem_after_reply_seconds_count", phase="prune") == 0  # no after-reply hook
+
+
 def test_each_call_logs_one_structured_line_with_its_session(client, caplog):
     session_id = f"log-{uuid.uuid4().hex[:8]}"
     with caplog.at_level(logging.INFO, logger="agentmem.calls"):

@@ -316,8 +316,8 @@ async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
                                       settle=True, first=first)
         busy = await _paired_calls(post, direct, target, history, conversation, turn_calls,
                                    settle=False, first=first + 100_000)
-        after_reply = await _after_reply_per_turn(post, target, history, conversation,
-                                                  first=first + 200_000)
+        after_reply, phases = await _after_reply_per_turn(post, target, history, conversation,
+                                                          first=first + 200_000)
         out[str(size)] = {
             **_overheads("", *settled),
             **_overheads("back_to_back_", *busy),
@@ -328,6 +328,9 @@ async def _by_turns(post, direct, target: Target, sizes: tuple[int, ...],
             "ingest_ms_per_turn": round((seed_ms + settle_ms) / size, 3),
             "after_reply_ms_per_turn_p50": round(percentile(after_reply, 0.5), 3),
             "after_reply_ms_per_turn_p95": round(percentile(after_reply, 0.95), 3),
+            # of which: the embeddings (the new turns' ingest) and each stage's detection
+            "after_reply_phase_ms_per_turn_p50": {
+                phase: round(percentile(values, 0.5), 3) for phase, values in phases.items()},
             "peak_rss_mb": peak_rss()}
     return out
 
@@ -362,22 +365,41 @@ def _overheads(prefix: str, proxied: list[float], plain: list[float]) -> dict[st
 AFTER_REPLY_CALLS = 10
 
 
-async def _after_reply_per_turn(post, target: Target, history: list[dict],
-                                conversation: str, first: int) -> list[float]:
+async def _after_reply_per_turn(post, target: Target, history: list[dict], conversation: str,
+                                first: int) -> tuple[list[float], dict[str, list[float]]]:
     """A session growing one exchange per call, as it does in production: each call's
     after-reply work (storing the reply, embeddings, clash and poison detection) until the
-    proxy is idle again, per new turn (the user's turn and the reply). The seed's ingest
-    spreads a whole history's work over its turns, with the detectors' per-reply caps; this
-    is what each further turn costs."""
-    out = []
+    proxy is idle again, per new turn (the user's turn and the reply), and the same split by
+    phase (the proxy's ``agentmem_after_reply_seconds``: ``embeddings``, then each stage).
+    The seed's ingest spreads a whole history's work over its turns, with the detectors'
+    per-reply caps; this is what each further turn costs."""
+    out: list[float] = []
+    phases: dict[str, list[float]] = {}
     for step in range(AFTER_REPLY_CALLS):
         history.append({"role": "user", "content": _text(first + step, 3)})
         await _settled(target, poll=0.002)
+        before = await _after_reply_seconds(target)
         _, body = await post(target, history, conversation)
         started = time.perf_counter()
         await _settled(target, poll=0.002)
         out.append((time.perf_counter() - started) * 1000 / 2)
+        after = await _after_reply_seconds(target)
+        for phase, seconds in after.items():
+            phases.setdefault(phase, []).append((seconds - before.get(phase, 0.0)) * 1000 / 2)
         history.append({"role": "assistant", "content": body["choices"][0]["message"]["content"]})
+    return out, phases
+
+
+async def _after_reply_seconds(target: Target) -> dict[str, float]:
+    """The proxy's after-reply seconds so far, per phase (from ``/metrics``)."""
+    prefix = "agentmem_after_reply_seconds_sum{"
+    async with httpx.AsyncClient(timeout=30) as http:
+        text = (await http.get(target.url.split("/v1/")[0] + "/metrics")).text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            labels, value = line[len(prefix):].rsplit("} ", 1)
+            out[labels.split('"')[1]] = float(value)
     return out
 
 
