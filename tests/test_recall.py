@@ -88,3 +88,31 @@ async def test_a_replaced_last_turn_keeps_the_shared_prefix():
     assert first.texts[-1] == "What colour is it?"  # a reader of the old corpus is unaffected
     scores = second.lexical.scores(terms("ship"))
     assert scores.shape == (6,) and scores[4] > 0
+
+
+async def test_a_participants_name_is_searchable_with_each_of_their_sentences():
+    """A group chat names its participants (OpenAI's ``name``); a question names the person
+    ("What does Ann bake?") whose own turns say "I". The name's terms are indexed with every
+    sentence of that person's messages, also after a retry rebuilds the index, and never join
+    the sentence's own terms (the clash check compares those)."""
+    marker = uuid.uuid4().hex
+    history = [{"role": "user", "name": "Ann", "content": f"{marker}. I bake sourdough. It takes hours."},
+               {"role": "assistant", "name": "Bo_Lind", "content": "I paint landscapes."},
+               {"role": "user", "content": "Nice one."},
+               {"role": "user", "content": "Who bakes?"}]
+    first = await corpus_for(_context(history), 4)
+    ann = first.lexical.scores(terms("Ann"))
+    assert ann[:3].min() > 0 and ann[3:].max() == 0  # all three of Ann's sentences, nobody else's
+    bo = first.lexical.scores(terms("Lind"))
+    assert bo.nonzero()[0].tolist() == [3]
+    assert "ann" not in first.words[1]
+    retried = [*history[:3], {"role": "user", "content": "Who paints?"}]
+    second = await corpus_for(_context(retried), 4)  # the shared prefix, its index rebuilt
+    assert second is not first
+    assert np.array_equal(second.lexical.scores(terms("Ann"))[:5], ann[:5])
+    tool = [{"role": "user", "content": f"{marker} x"},
+            {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "lookup", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "lookup", "content": "Found it."}]
+    corpus = await corpus_for(_context(tool), 3)
+    assert corpus.lexical.scores(terms("lookup")).max() == 0  # a tool's name is not a speaker

@@ -200,8 +200,9 @@ def test_margin_reads_the_turns_at_the_budgets_edge():
 
 
 def test_bench_history_renders_a_shared_photo_as_locomo_does():
-    """A turn that shares a photo carries its caption, as LoCoMo's own evaluation renders it;
-    ``captions=False`` gives the earlier rendering (text only)."""
+    """A turn that shares a photo carries its caption, and each turn its speaker's name, as
+    LoCoMo's own evaluation renders them; ``captions=False, names=False`` gives the earlier
+    rendering (text only)."""
     from agentmem.bench.formats import LocomoSample
     from agentmem.bench.history import conversation_messages
 
@@ -214,7 +215,7 @@ def test_bench_history_renders_a_shared_photo_as_locomo_does():
     messages, where = conversation_messages(sample)
     assert messages[0]["content"] == ("[1 May 2023] Look at this! "
                                       "[and shared a photo of a clipboard with a notepad]")
-    assert messages[1] == {"role": "assistant", "content": "Nice. How do you use it?"}
+    assert messages[1] == {"role": "assistant", "name": "Bo", "content": "Nice. How do you use it?"}
     assert where == {"D1:1": 0, "D1:2": 1}
-    plain, _ = conversation_messages(sample, captions=False)
-    assert plain[0]["content"] == "[1 May 2023] Look at this!"
+    plain, _ = conversation_messages(sample, captions=False, names=False)
+    assert plain[0] == {"role": "user", "content": "[1 May 2023] Look at this!"}

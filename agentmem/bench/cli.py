@@ -29,6 +29,10 @@ def _kind_command(kind: str):
                                              "(history)."),
                 captions: bool = typer.Option(True, help="Render a shared photo's caption in its "
                                               "turn, as LoCoMo's own evaluation does (history)."),
+                names: bool = typer.Option(True, help="Send each turn's speaker as its message's "
+                                           "name (OpenAI's participant field), as LoCoMo's own "
+                                           "retrieval evaluation names each turn's speaker "
+                                           "(history)."),
                 answers: Path | None = typer.Option(
                     None, exists=True, dir_okay=False, help="Raw SQuAD JSON of the prune file's "
                     "questions (prune): adds token-level compression's savings and answers kept.")):
@@ -38,7 +42,7 @@ def _kind_command(kind: str):
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
         runner = _runner(kind, checkpoint=checkpoint, dev=dev, limit=limit, answers=answers,
-                         floor=floor, scaling=scaling, captions=captions,
+                         floor=floor, scaling=scaling, captions=captions, names=names,
                          compare=tuple(p.strip() for p in compare.split(",") if p.strip()))
         emit(f"bench {kind}", runner(records, policy=policy), json_out)
 
@@ -61,7 +65,8 @@ def _runner(kind: str, **options):
         return lambda samples, policy: run_history(samples, policy=policy, limit=options.get("limit"),
                                                    compare=options.get("compare", ()),
                                                    scaling=options.get("scaling", True),
-                                                   captions=options.get("captions", True))
+                                                   captions=options.get("captions", True),
+                                                   names=options.get("names", True))
     if kind == "tools":
         from agentmem.bench.tools import run_tools
 

@@ -32,11 +32,15 @@ from agentmem.ingest import message_tokens
 from agentmem.text import count_tokens, split_sentences
 
 
-def conversation_messages(sample, captions: bool = True) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def conversation_messages(sample, captions: bool = True, names: bool = True
+                          ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The conversation as chat messages, and each turn's position. A turn that shares a photo
     carries its caption (``blip_caption``), rendered as LoCoMo's own evaluation renders it
     ("... and shared <caption>"): a question about the photo is about those words, and a chat
-    client would have sent the image with the turn."""
+    client would have sent the image with the turn. ``names``: each turn's speaker is its
+    message's ``name`` (OpenAI's field for a participant of a group chat), as LoCoMo's own
+    retrieval evaluation names the speaker of every turn it indexes ('Caroline said, "..."'):
+    its questions name the person ("What does Melanie paint?") whose turns say "I"."""
     conversation = sample.conversation
     a, b = conversation.get("speaker_a"), conversation.get("speaker_b")
     numbers = sorted(int(m.group(1)) for key in conversation
@@ -53,7 +57,10 @@ def conversation_messages(sample, captions: bool = True) -> tuple[list[dict[str,
             if position == 0 and date:
                 text = f"[{date}] {text}"
             where[turn["dia_id"]] = len(messages)
-            messages.append({"role": role, "content": text})
+            message = {"role": role, "content": text}
+            if names and turn.get("speaker"):
+                message["name"] = turn["speaker"]
+            messages.append(message)
     return messages, where
 
 
@@ -97,7 +104,8 @@ class _Tally:
 
 
 async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = True,
-               compare: tuple[str, ...] = (), captions: bool = True) -> dict[str, Any]:
+               compare: tuple[str, ...] = (), captions: bool = True, names: bool = True
+               ) -> dict[str, Any]:
     from agentmem.api import Hygiene
     from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
@@ -110,7 +118,7 @@ async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = T
         for number, sample in enumerate(samples):
             if limit is not None and questions >= limit:
                 break
-            messages, where = conversation_messages(sample, captions)
+            messages, where = conversation_messages(sample, captions, names)
             session = f"locomo-{number}"
             await hygiene.apply(messages + [{"role": "user", "content": "Hello again."}], session_id=session)
             await hygiene.drain()  # ingest-time embeddings of the whole conversation
@@ -214,10 +222,11 @@ def _embedding_topk(query, vectors, rows, messages, budget: int) -> set[int]:
 
 
 def run_history(samples, *, policy: str, limit: int | None = None, compare: tuple[str, ...] = (),
-                scaling: bool = True, captions: bool = True) -> dict[str, Any]:
+                scaling: bool = True, captions: bool = True, names: bool = True) -> dict[str, Any]:
     """The bench for ``policy`` (and each of ``compare`` on the same sessions); ``scaling``:
     add the call latency by conversation length (``policy`` only); ``captions``: photo
-    captions in their turns (``conversation_messages``)."""
-    result = asyncio.run(_run(samples, policy, limit, scaling, compare, captions))
-    result["captions"] = captions
+    captions in their turns, ``names``: speakers as the messages' ``name``
+    (``conversation_messages``)."""
+    result = asyncio.run(_run(samples, policy, limit, scaling, compare, captions, names))
+    result["captions"], result["names"] = captions, names
     return result

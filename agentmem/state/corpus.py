@@ -61,6 +61,8 @@ class Corpus:
     chains: list[str] = field(default_factory=list)
     rows_of: list[range] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # per position: user, system, assistant, tool:NAME
+    speakers: list[list[str]] = field(default_factory=list)  # per position: terms of its author's
+    # name (a participant's ``name`` in a group chat; usually none), indexed with each sentence
     position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     spans: list[tuple[int, int]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # per row: the sentence
@@ -267,12 +269,13 @@ def _truncated(corpus: Corpus, keep: int) -> Corpus:
     anyone still reading it); the BM25 postings are rebuilt from the kept rows' terms."""
     rows = corpus.rows_of[keep - 1].stop if keep else 0
     out = Corpus(chains=corpus.chains[:keep], rows_of=corpus.rows_of[:keep],
-                 sources=corpus.sources[:keep], position=corpus.position[:rows].copy(),
+                 sources=corpus.sources[:keep], speakers=corpus.speakers[:keep],
+                 position=corpus.position[:rows].copy(),
                  spans=corpus.spans[:rows], texts=corpus.texts[:rows], words=corpus.words[:rows],
                  tokens=corpus.tokens[:rows].copy(), vectors=corpus.vectors[:rows].copy(),
                  embedded=corpus.embedded[:rows].copy())
-    for row_words in out.words:
-        out.lexical.add(row_words)
+    for row_words, position in zip(out.words, out.position.tolist()):
+        out.lexical.add(row_words + out.speakers[position])
     return out
 
 
@@ -286,6 +289,7 @@ def _consistent(corpus: Corpus, chains: list[str]) -> bool:
 @dataclass
 class _Rows:
     sources: list[str]
+    speakers: list[list[str]]
     sentences_per_position: list[int]
     position: list[int]
     spans: list[tuple[int, int]]
@@ -303,9 +307,11 @@ def _text_rows(history: list[dict[str, Any]], start: int, upto: int, off_loop: b
     seconds, so large inputs run this in a thread, ``off_loop``, and the event loop keeps
     serving calls; there it also pauses while other calls are prepared)."""
     counts, positions, spans, texts, sources = [], [], [], [], []
+    speakers: list[list[str]] = []
     for position in range(start, upto):
         text = text_of(history[position])
         sources.append(source_of(history[position], history[:position]))
+        speakers.append(speaker_terms(history[position]))
         found = [(s.start, s.end) for s in split_sentences(text)]
         counts.append(len(found))
         for a, b in found:
@@ -315,15 +321,27 @@ def _text_rows(history: list[dict[str, Any]], start: int, upto: int, off_loop: b
     words, tokens, postings = [], [], BM25Index()
     for number, sentence in enumerate(texts):
         words.append(terms(sentence))
-        postings.add(words[-1])
+        postings.add(words[-1] + speakers[positions[number] - start])
         tokens.append(count_tokens(sentence))
         if number % YIELD_EVERY == YIELD_EVERY - 1:
             let_threads_run()
         if off_loop and number % (8 * YIELD_EVERY) == 8 * YIELD_EVERY - 1:
             yield_to_other_calls()
-    return _Rows(sources, counts, positions, spans, texts, words, np.asarray(tokens, np.int64),
+    return _Rows(sources, speakers, counts, positions, spans, texts, words, np.asarray(tokens, np.int64),
                  np.zeros((len(texts), DIMENSION), np.float32), np.zeros(len(texts), np.bool_),
                  postings)
+
+
+def speaker_terms(message: dict[str, Any]) -> list[str]:
+    """The terms of a participant's ``name`` (OpenAI's field for who wrote a user or assistant
+    message in a group chat: "Caroline", "Melanie"), which are searchable with each of the
+    message's sentences: a question names the person ("What activities does Melanie do?")
+    whose turns say "I" ("I love pottery"). Only the lexical index reads them; a sentence's own
+    terms (``Corpus.words``, which the clash check compares) stay the sentence's."""
+    name = message.get("name")
+    if message.get("role") not in {"user", "assistant"} or not isinstance(name, str):
+        return []
+    return terms(name.replace("_", " ").replace("-", " "))
 
 
 def _stored_rows(rows: _Rows, stored: dict[int, np.ndarray], start: int) -> list[np.ndarray | None]:
@@ -374,6 +392,7 @@ def _turn_rows(corpus: Corpus | None, turn: TurnRecord) -> list[_TurnRow]:
 def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
     first = len(corpus.spans)
     corpus.sources.extend(rows.sources)
+    corpus.speakers.extend(rows.speakers)
     for count in rows.sentences_per_position:
         corpus.rows_of.append(range(first, first + count))
         first += count
