@@ -94,7 +94,8 @@ async def test_a_participants_name_is_searchable_with_each_of_their_sentences():
     """A group chat names its participants (OpenAI's ``name``); a question names the person
     ("What does Ann bake?") whose own turns say "I". The name's terms are indexed with every
     sentence of that person's messages, also after a retry rebuilds the index, and never join
-    the sentence's own terms (the clash check compares those)."""
+    the sentence's own terms (the clash check compares those); the sentence is embedded with
+    its speaker."""
     marker = uuid.uuid4().hex
     history = [{"role": "user", "name": "Ann", "content": f"{marker}. I bake sourdough. It takes hours."},
                {"role": "assistant", "name": "Bo_Lind", "content": "I paint landscapes."},
@@ -106,6 +107,10 @@ async def test_a_participants_name_is_searchable_with_each_of_their_sentences():
     bo = first.lexical.scores(terms("Lind"))
     assert bo.nonzero()[0].tolist() == [3]
     assert "ann" not in first.words[1]
+    # embedded as a transcript line: "Ann: I bake sourdough." (the unnamed turn as it is)
+    expected = default_embedder().encode(["Ann: I bake sourdough.", "Nice one."])
+    assert float(first.vectors[1] @ expected[0]) > 0.999 and float(first.vectors[4] @ expected[1]) > 0.999
+    assert float(first.vectors[1] @ default_embedder().encode(["I bake sourdough."])[0]) < 0.99
     retried = [*history[:3], {"role": "user", "content": "Who paints?"}]
     second = await corpus_for(_context(retried), 4)  # the shared prefix, its index rebuilt
     assert second is not first

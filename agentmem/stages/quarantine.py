@@ -28,6 +28,7 @@ from agentmem.quarantine.records import QuarantineRecord, QuarantineStore
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.quarantine.statements import Statements, statements_of
 from agentmem.report import Action, Decision
+from agentmem.speakers import embedding_text, speaker_of
 from agentmem.stages.base import Draft, Stage, StageContext
 from agentmem.text import split_sentences
 
@@ -58,7 +59,9 @@ class QuarantineStage(Stage):
         # head of a long message, never all of a 1 MB paste on the event loop (~1 s).
         head = text[:PREFETCH_CHARS]
         spans = split_sentences(head)
-        return [head[s.start:s.end] for s in (spans[:-1] if len(head) < len(text) else spans)]
+        speaker = speaker_of(messages[last]) if last is not None else ""
+        return [embedding_text(head[s.start:s.end], speaker)  # as the corpus embeds them
+                for s in (spans[:-1] if len(head) < len(text) else spans)]
 
     async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.quarantine

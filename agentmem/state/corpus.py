@@ -37,6 +37,7 @@ from agentmem.models.runtime import (
     let_threads_run,
     yield_to_other_calls,
 )
+from agentmem.speakers import embedding_text, speaker_of, speaker_terms
 from agentmem.state.queries import QueryVectors
 from agentmem.text import count_tokens, split_sentences
 
@@ -61,8 +62,8 @@ class Corpus:
     chains: list[str] = field(default_factory=list)
     rows_of: list[range] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # per position: user, system, assistant, tool:NAME
-    speakers: list[list[str]] = field(default_factory=list)  # per position: terms of its author's
-    # name (a participant's ``name`` in a group chat; usually none), indexed with each sentence
+    speakers: list[str] = field(default_factory=list)  # per position: its participant's name, or
+    # "" (agentmem.speakers: indexed and embedded with each of its sentences)
     position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     spans: list[tuple[int, int]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # per row: the sentence
@@ -77,6 +78,10 @@ class Corpus:
     @property
     def covered(self) -> int:
         return len(self.chains)
+
+    def embedding_text(self, row: int) -> str:
+        """What the embedder reads for the row: its sentence, with its speaker when named."""
+        return embedding_text(self.texts[row], self.speakers[int(self.position[row])])
 
     @property
     def missing(self) -> int:
@@ -158,7 +163,8 @@ class CorpusCache:
         while (corpus := self._cache.get(key)) is not None and corpus.missing:
             rows = np.flatnonzero(~corpus.embedded)[:FILL_BATCH].tolist()
             texts = [corpus.texts[row] for row in rows]
-            vectors = await embed(self.queries.embedder.encode, texts, lane=key)
+            vectors = await embed(self.queries.embedder.encode,
+                                  [corpus.embedding_text(row) for row in rows], lane=key)
             for row, text, vector in zip(rows, texts, vectors):
                 current = self._cache.get(key)
                 if vector is not None and current is not None:
@@ -188,11 +194,13 @@ class CorpusCache:
         await self.settled(tenant, session_id)
         corpus = self._cache.get(key)
         wanted = {turn.id: _turn_rows(corpus, turn) for turn in turns}
+        speakers = {turn.id: speaker_of(turn.message) for turn in turns}
         todo = [(turn_id, k) for turn_id, rows in wanted.items()
                 for k, (_, vector, _) in enumerate(rows) if vector is None]
         with in_background():
             fresh = await embed(self.queries.embedder.encode,
-                                [wanted[turn_id][k][0] for turn_id, k in todo], lane=key)
+                                [embedding_text(wanted[turn_id][k][0], speakers[turn_id])
+                                 for turn_id, k in todo], lane=key)
         for (turn_id, k), vector in zip(todo, fresh):
             text, _, row = wanted[turn_id][k]
             wanted[turn_id][k] = (text, vector, row)
@@ -229,14 +237,16 @@ class CorpusCache:
         vectors = _stored_rows(rows, stored, start)
         spent = 0
         for i, vector in enumerate(vectors):  # the newest message's sentences were prefetched
-            if vector is None and (found := await self.queries.prefetched(rows.texts[i])) is not None:
-                vectors[i], spent = found, spent + 1
+            if vector is None:
+                found = await self.queries.prefetched(rows.embedding_text(i))
+                if found is not None:
+                    vectors[i], spent = found, spent + 1
         missing = [i for i, v in enumerate(vectors) if v is None]
         if missing and embed_now:
             self.queries.ready_or_raise()
         room = self.call_budget - spent if embed_now else 0
         now = missing if is_background() else _newest_first(missing, rows.position, room)
-        fresh = await embed(self.queries.embedder.encode, [rows.texts[i] for i in now])
+        fresh = await embed(self.queries.embedder.encode, [rows.embedding_text(i) for i in now])
         for i, row in zip(now, fresh):
             vectors[i] = row
         left = sum(v is None for v in vectors)
@@ -274,8 +284,9 @@ def _truncated(corpus: Corpus, keep: int) -> Corpus:
                  spans=corpus.spans[:rows], texts=corpus.texts[:rows], words=corpus.words[:rows],
                  tokens=corpus.tokens[:rows].copy(), vectors=corpus.vectors[:rows].copy(),
                  embedded=corpus.embedded[:rows].copy())
+    names = [speaker_terms(speaker) for speaker in out.speakers]
     for row_words, position in zip(out.words, out.position.tolist()):
-        out.lexical.add(row_words + out.speakers[position])
+        out.lexical.add(row_words + names[position])
     return out
 
 
@@ -289,7 +300,7 @@ def _consistent(corpus: Corpus, chains: list[str]) -> bool:
 @dataclass
 class _Rows:
     sources: list[str]
-    speakers: list[list[str]]
+    speakers: list[str]  # per position
     sentences_per_position: list[int]
     position: list[int]
     spans: list[tuple[int, int]]
@@ -299,6 +310,10 @@ class _Rows:
     vectors: np.ndarray  # zero rows until filled
     embedded: np.ndarray
     postings: BM25Index  # the rows' BM25 postings, built with them (off the loop when large)
+    first: int  # the position of ``speakers[0]``
+
+    def embedding_text(self, i: int) -> str:
+        return embedding_text(self.texts[i], self.speakers[self.position[i] - self.first])
 
 
 def _text_rows(history: list[dict[str, Any]], start: int, upto: int, off_loop: bool = False
@@ -307,11 +322,11 @@ def _text_rows(history: list[dict[str, Any]], start: int, upto: int, off_loop: b
     seconds, so large inputs run this in a thread, ``off_loop``, and the event loop keeps
     serving calls; there it also pauses while other calls are prepared)."""
     counts, positions, spans, texts, sources = [], [], [], [], []
-    speakers: list[list[str]] = []
+    speakers: list[str] = []
     for position in range(start, upto):
         text = text_of(history[position])
         sources.append(source_of(history[position], history[:position]))
-        speakers.append(speaker_terms(history[position]))
+        speakers.append(speaker_of(history[position]))
         found = [(s.start, s.end) for s in split_sentences(text)]
         counts.append(len(found))
         for a, b in found:
@@ -319,9 +334,10 @@ def _text_rows(history: list[dict[str, Any]], start: int, upto: int, off_loop: b
             spans.append((a, b))
             texts.append(text[a:b])
     words, tokens, postings = [], [], BM25Index()
+    names = [speaker_terms(speaker) for speaker in speakers]
     for number, sentence in enumerate(texts):
         words.append(terms(sentence))
-        postings.add(words[-1] + speakers[positions[number] - start])
+        postings.add(words[-1] + names[positions[number] - start])
         tokens.append(count_tokens(sentence))
         if number % YIELD_EVERY == YIELD_EVERY - 1:
             let_threads_run()
@@ -329,19 +345,7 @@ def _text_rows(history: list[dict[str, Any]], start: int, upto: int, off_loop: b
             yield_to_other_calls()
     return _Rows(sources, speakers, counts, positions, spans, texts, words, np.asarray(tokens, np.int64),
                  np.zeros((len(texts), DIMENSION), np.float32), np.zeros(len(texts), np.bool_),
-                 postings)
-
-
-def speaker_terms(message: dict[str, Any]) -> list[str]:
-    """The terms of a participant's ``name`` (OpenAI's field for who wrote a user or assistant
-    message in a group chat: "Caroline", "Melanie"), which are searchable with each of the
-    message's sentences: a question names the person ("What activities does Melanie do?")
-    whose turns say "I" ("I love pottery"). Only the lexical index reads them; a sentence's own
-    terms (``Corpus.words``, which the clash check compares) stay the sentence's."""
-    name = message.get("name")
-    if message.get("role") not in {"user", "assistant"} or not isinstance(name, str):
-        return []
-    return terms(name.replace("_", " ").replace("-", " "))
+                 postings, start)
 
 
 def _stored_rows(rows: _Rows, stored: dict[int, np.ndarray], start: int) -> list[np.ndarray | None]:
