@@ -265,3 +265,41 @@ def test_pairs_the_comparisons_relate_are_comparable() -> None:
     assert comparable("I'm vegetarian.", "I had a steak last night.")  # families across slots
     assert not comparable("My two dogs sleep in the kitchen.", "I live in Lisbon.")
     assert not comparable("Thanks, Mel!", "I live in Lisbon.")  # no fact on one side
+
+
+async def test_group_chat_statements_clash_only_with_their_own_speakers() -> None:
+    """Two people of one role in a group chat (OpenAI's ``name``) are two voices: Bo's "I am 41"
+    does not contradict Ann's "I am 30". Unnamed messages of a role stay one voice."""
+    import uuid
+
+    import numpy as np
+
+    from agentmem.lexical import terms
+    from agentmem.models.embedder import default_embedder
+    from agentmem.quarantine.clash import all_rule_clashes, candidate_pairs
+    from agentmem.quarantine.settings import QuarantineSettings
+    from agentmem.quarantine.statements import Statements, statements_of
+    from tests.test_recall import _context
+
+    texts = ["I am 30 years old.", "I am 41 years old."]
+    vectors = default_embedder().encode(texts)
+
+    def said_by(*speakers: str) -> Statements:
+        return Statements(np.array([0, 1]), [(0, 1), (0, 1)], texts, vectors, ["user", "user"],
+                          ["user", "user"], np.zeros(2, bool), [terms(t) for t in texts], {},
+                          list(speakers))
+
+    settings = QuarantineSettings()
+    for one_voice in (said_by(), said_by("Ann", "Ann")):
+        assert [c.newer for c in all_rule_clashes(one_voice, [1])] == [1]
+        assert candidate_pairs(one_voice, [1], settings) == [(0, 1)]
+    two_voices = said_by("Ann", "Bo")
+    assert all_rule_clashes(two_voices, [1]) == [] and candidate_pairs(two_voices, [1], settings) == []
+
+    marker = uuid.uuid4().hex
+    history = [{"role": "user", "name": "Ann", "content": f"{marker}. {texts[0]}"},
+               {"role": "user", "name": "Bo", "content": texts[1]}]
+    corpus = await _context(history).corpus(2)
+    read = statements_of(corpus, history, 2, [])
+    assert read.speakers == ["Ann", "Ann", "Bo"] and read.voice(2) == ("user", "Bo")
+    assert all_rule_clashes(read, [2]) == []

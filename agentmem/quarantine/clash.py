@@ -143,19 +143,19 @@ def _silent(older: str, newer: str) -> bool:
 def _earlier_same_source(statements: Statements, row: int) -> list[int]:
     """Rows of earlier turns with the row's source, in order. The position test is numpy: a
     scan per row in Python made a 10,000-sentence paste cost minutes (quadratic)."""
-    position, source = int(statements.position[row]), statements.sources[row]
+    position, voice = int(statements.position[row]), statements.voice(row)
     earlier = np.flatnonzero(statements.position < position).tolist()
-    return [i for i in earlier if statements.sources[i] == source]
+    return [i for i in earlier if statements.voice(i) == voice]
 
 
 def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
     """Step 1: the most confident rule verdict per new statement, against every earlier
     statement of its source (newest first, capped)."""
     out = []
-    earlier_of: dict[tuple[int, str], list[int]] = {}  # rows of one turn share their candidates
+    earlier_of: dict[int, list[int]] = {}  # rows of one turn share their candidates
     for row in new_rows:
         pause_point()
-        key = (int(statements.position[row]), statements.sources[row])
+        key = int(statements.position[row])  # a turn has one voice
         if key not in earlier_of:  # once per turn: per row it was 60 ms for a 10,000-line paste
             earlier_of[key] = _earlier_same_source(statements, row)[-MAX_RULE_CANDIDATES:]
         earlier = earlier_of[key]
@@ -186,7 +186,7 @@ def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash
         if not (statements.position < position).any():
             continue  # a first turn: nothing earlier (never read a paste's facts for nothing)
         rows = np.flatnonzero(statements.position == position).tolist()
-        source = statements.sources[rows[0]]
+        source, voice = statements.sources[rows[0]], statements.voice(rows[0])
         newer_text = " ".join(statements.texts[r] for r in rows)
         if not _may_clash(newer_text, source):
             continue  # the usual new message: no typed fact, so no rule can fire (no scan)
@@ -194,7 +194,7 @@ def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash
             for row in range(statements.size):
                 by_position.setdefault(int(statements.position[row]), []).append(row)
         earlier = [p for p in by_position if p < position
-                   and statements.sources[by_position[p][0]] == source][-MAX_RULE_CANDIDATES:]
+                   and statements.voice(by_position[p][0]) == voice][-MAX_RULE_CANDIDATES:]
         best: tuple[RuleVerdict, int] | None = None
         for number, older_position in enumerate(reversed(earlier)):
             if number % 32 == 31:

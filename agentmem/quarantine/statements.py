@@ -57,10 +57,18 @@ class Statements:
     relayed: np.ndarray  # a trusted tool's sentence that carries third-party text
     words: list[list[str]]  # content words per sentence (computed once, in the corpus)
     calls: dict[int, str] = field(default_factory=dict)  # tool result position -> its call's "name arguments"
+    speakers: list[str] = field(default_factory=list)  # per row: its participant's name or ""
+    # (agentmem.speakers); empty: nobody named
 
     @property
     def size(self) -> int:
         return len(self.texts)
+
+    def voice(self, row: int) -> tuple[str, str]:
+        """Who said the row: its source and, in a group chat, its speaker. Statements contradict
+        only their own voice's: Ann's "I am vegetarian" and Bo's later "I eat steak every day"
+        are both user statements, and neither is wrong."""
+        return self.sources[row], self.speakers[row] if self.speakers else ""
 
 
 def statements_of(corpus, history: list[dict], upto: int, patterns: list[str]) -> Statements:
@@ -85,13 +93,15 @@ def statements_of(corpus, history: list[dict], upto: int, patterns: list[str]) -
             start = third_party_from.get(position)
             relayed[i] = start is not None and corpus.spans[row][1] > start
     trust = [trust_of[s] for s in sources]
+    named = corpus.speakers[:upto]
+    speakers = [named[p] for p in positions.tolist()] if any(named) else []
     if rows and rows[-1] == len(rows) - 1:  # the usual case, a prefix: C-level slices
         k = len(rows)
         return Statements(positions, corpus.spans[:k], corpus.texts[:k], corpus.vectors[:k],
-                          sources, trust, relayed, corpus.words[:k], calls)
+                          sources, trust, relayed, corpus.words[:k], calls, speakers)
     return Statements(positions, [corpus.spans[r] for r in rows], [corpus.texts[r] for r in rows],
                       corpus.vectors[rows], sources, trust, relayed,
-                      [corpus.words[r] for r in rows], calls)
+                      [corpus.words[r] for r in rows], calls, speakers)
 
 
 def _calls(history: list[dict], upto: int) -> dict[int, str]:
