@@ -29,6 +29,7 @@ from agentmem.quarantine.poison import (
 )
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.quarantine.statements import statements_of
+from agentmem.speakers import speaker_of
 from agentmem.text import split_sentences
 
 SETTINGS = QuarantineSettings(untrusted_tools=["web_*", "untrusted_*"])
@@ -188,7 +189,8 @@ def statements(messages: list[dict], encode):
             spans.append((span.start, span.end))
             texts.append(text[span.start:span.end])
     corpus = SimpleNamespace(position=np.asarray(positions, np.int64), spans=spans, texts=texts,
-                             sources=sources, vectors=encode(texts), words=[terms(t) for t in texts])
+                             sources=sources, speakers=[speaker_of(m) for m in messages],
+                             vectors=encode(texts), words=[terms(t) for t in texts])
     return statements_of(corpus, messages, len(messages), SETTINGS.untrusted_tools)
 
 
