@@ -143,9 +143,13 @@ def _silent(older: str, newer: str) -> bool:
 def _earlier_same_source(statements: Statements, row: int) -> list[int]:
     """Rows of earlier turns with the row's source, in order. The position test is numpy: a
     scan per row in Python made a 10,000-sentence paste cost minutes (quadratic)."""
-    position, voice = int(statements.position[row]), statements.voice(row)
+    position, source = int(statements.position[row]), statements.sources[row]
     earlier = np.flatnonzero(statements.position < position).tolist()
-    return [i for i in earlier if statements.voice(i) == voice]
+    sources, speakers = statements.sources, statements.speakers
+    if not speakers:  # nobody named (the usual session): the source is the voice
+        return [i for i in earlier if sources[i] == source]
+    speaker = speakers[row]
+    return [i for i in earlier if sources[i] == source and speakers[i] == speaker]
 
 
 def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
