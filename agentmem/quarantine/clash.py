@@ -197,8 +197,10 @@ def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash
         if not by_position:
             for row in range(statements.size):
                 by_position.setdefault(int(statements.position[row]), []).append(row)
-        earlier = [p for p in by_position if p < position
-                   and statements.voice(by_position[p][0]) == voice][-MAX_RULE_CANDIDATES:]
+        sources, speakers = statements.sources, statements.speakers
+        earlier = [p for p, rows_at in by_position.items() if p < position
+                   and sources[rows_at[0]] == source
+                   and (not speakers or speakers[rows_at[0]] == voice[1])][-MAX_RULE_CANDIDATES:]
         best: tuple[RuleVerdict, int] | None = None
         for number, older_position in enumerate(reversed(earlier)):
             if number % 32 == 31:
