@@ -162,9 +162,8 @@ class CorpusCache:
         text, so a rebuilt corpus is patched too), and a forgotten session stops the fill."""
         while (corpus := self._cache.get(key)) is not None and corpus.missing:
             rows = np.flatnonzero(~corpus.embedded)[:FILL_BATCH].tolist()
-            texts = [corpus.texts[row] for row in rows]
-            vectors = await embed(self.queries.embedder.encode,
-                                  [corpus.embedding_text(row) for row in rows], lane=key)
+            texts = [corpus.embedding_text(row) for row in rows]
+            vectors = await embed(self.queries.embedder.encode, texts, lane=key)
             for row, text, vector in zip(rows, texts, vectors):
                 current = self._cache.get(key)
                 if vector is not None and current is not None:
@@ -197,13 +196,12 @@ class CorpusCache:
         speakers = {turn.id: speaker_of(turn.message) for turn in turns}
         todo = [(turn_id, k) for turn_id, rows in wanted.items()
                 for k, (_, vector, _) in enumerate(rows) if vector is None]
+        texts = [embedding_text(wanted[turn_id][k][0], speakers[turn_id]) for turn_id, k in todo]
         with in_background():
-            fresh = await embed(self.queries.embedder.encode,
-                                [embedding_text(wanted[turn_id][k][0], speakers[turn_id])
-                                 for turn_id, k in todo], lane=key)
-        for (turn_id, k), vector in zip(todo, fresh):
-            text, _, row = wanted[turn_id][k]
-            wanted[turn_id][k] = (text, vector, row)
+            fresh = await embed(self.queries.embedder.encode, texts, lane=key)
+        for (turn_id, k), text, vector in zip(todo, texts, fresh):
+            sentence, _, row = wanted[turn_id][k]
+            wanted[turn_id][k] = (sentence, vector, row)
             if vector is not None and row is not None and corpus is not None:
                 _patch(corpus, row, text, vector)  # the next call finds it here too
         out = {}
@@ -365,8 +363,9 @@ def _newest_first(missing: list[int], positions: list[int], room: int) -> list[i
 
 
 def _patch(corpus: Corpus, row: int, text: str, vector: np.ndarray) -> None:
-    """Give a row its vector, if the corpus still holds that sentence there without one."""
-    if row < len(corpus.texts) and not corpus.embedded[row] and corpus.texts[row] == text:
+    """Give a row its vector, if the corpus still holds that sentence there (``text``: as
+    embedded, with its speaker) without one."""
+    if row < len(corpus.texts) and not corpus.embedded[row] and corpus.embedding_text(row) == text:
         corpus.vectors[row] = vector
         corpus.embedded[row] = True
 
