@@ -700,13 +700,12 @@ class Call:
             log.warning("session %s: embeddings failed: %s", self.handle.session_id, error)
             return
         metrics.observe_after_reply("embeddings", time.perf_counter() - started)
-        stages = build_stages(self.policy.stages)
-        if not any(type(stage).after_reply is not Stage.after_reply for stage in stages):
+        hooked = [stage for stage in build_stages(self.policy.stages)
+                  if type(stage).after_reply is not Stage.after_reply]
+        if not hooked:
             return
         context = self._reply_context(turns)
-        for stage in stages:
-            if type(stage).after_reply is Stage.after_reply:
-                continue
+        for stage in hooked:
             started = time.perf_counter()
             try:
                 await stage.after_reply(context, turns)

@@ -301,5 +301,5 @@ async def test_group_chat_statements_clash_only_with_their_own_speakers() -> Non
                {"role": "user", "name": "Bo", "content": texts[1]}]
     corpus = await _context(history).corpus(2)
     read = statements_of(corpus, history, 2, [])
-    assert read.speakers == ["Ann", "Ann", "Bo"] and read.voice(2) == ("user", "Bo")
+    assert read.speakers == ["Ann", "Ann", "Bo"] and read.same_voice([0, 1, 2], 2) == [2]
     assert all_rule_clashes(read, [2]) == []

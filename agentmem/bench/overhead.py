@@ -392,15 +392,13 @@ async def _after_reply_per_turn(post, target: Target, history: list[dict], conve
 
 async def _after_reply_seconds(target: Target) -> dict[str, float]:
     """The proxy's after-reply seconds so far, per phase (from ``/metrics``)."""
-    prefix = "agentmem_after_reply_seconds_sum{"
+    from prometheus_client.parser import text_string_to_metric_families
+
     async with httpx.AsyncClient(timeout=30) as http:
         text = (await http.get(target.url.split("/v1/")[0] + "/metrics")).text
-    out = {}
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            labels, value = line[len(prefix):].rsplit("} ", 1)
-            out[labels.split('"')[1]] = float(value)
-    return out
+    return {sample.labels["phase"]: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name == "agentmem_after_reply_seconds_sum"}
 
 
 async def _settled(target: Target, timeout: float = 600, poll: float = 0.1) -> float:

@@ -143,13 +143,8 @@ def _silent(older: str, newer: str) -> bool:
 def _earlier_same_source(statements: Statements, row: int) -> list[int]:
     """Rows of earlier turns with the row's source, in order. The position test is numpy: a
     scan per row in Python made a 10,000-sentence paste cost minutes (quadratic)."""
-    position, source = int(statements.position[row]), statements.sources[row]
-    earlier = np.flatnonzero(statements.position < position).tolist()
-    sources, speakers = statements.sources, statements.speakers
-    if not speakers:  # nobody named (the usual session): the source is the voice
-        return [i for i in earlier if sources[i] == source]
-    speaker = speakers[row]
-    return [i for i in earlier if sources[i] == source and speakers[i] == speaker]
+    earlier = np.flatnonzero(statements.position < statements.position[row]).tolist()
+    return statements.same_voice(earlier, row)
 
 
 def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
@@ -190,17 +185,16 @@ def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash
         if not (statements.position < position).any():
             continue  # a first turn: nothing earlier (never read a paste's facts for nothing)
         rows = np.flatnonzero(statements.position == position).tolist()
-        source, voice = statements.sources[rows[0]], statements.voice(rows[0])
+        source = statements.sources[rows[0]]
         newer_text = " ".join(statements.texts[r] for r in rows)
         if not _may_clash(newer_text, source):
             continue  # the usual new message: no typed fact, so no rule can fire (no scan)
         if not by_position:
             for row in range(statements.size):
                 by_position.setdefault(int(statements.position[row]), []).append(row)
-        sources, speakers = statements.sources, statements.speakers
-        earlier = [p for p, rows_at in by_position.items() if p < position
-                   and sources[rows_at[0]] == source
-                   and (not speakers or speakers[rows_at[0]] == voice[1])][-MAX_RULE_CANDIDATES:]
+        firsts = [rows_at[0] for p, rows_at in by_position.items() if p < position]
+        earlier = [int(statements.position[r])
+                   for r in statements.same_voice(firsts, rows[0])][-MAX_RULE_CANDIDATES:]
         best: tuple[RuleVerdict, int] | None = None
         for number, older_position in enumerate(reversed(earlier)):
             if number % 32 == 31:

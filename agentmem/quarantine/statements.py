@@ -64,11 +64,16 @@ class Statements:
     def size(self) -> int:
         return len(self.texts)
 
-    def voice(self, row: int) -> tuple[str, str]:
-        """Who said the row: its source and, in a group chat, its speaker. Statements contradict
-        only their own voice's: Ann's "I am vegetarian" and Bo's later "I eat steak every day"
-        are both user statements, and neither is wrong."""
-        return self.sources[row], self.speakers[row] if self.speakers else ""
+    def same_voice(self, rows: list[int], row: int) -> list[int]:
+        """Those of ``rows`` said in ``row``'s voice: its source and, in a group chat, its
+        speaker. Statements contradict only their own voice's: Ann's "I am vegetarian" and
+        Bo's later "I eat steak every day" are both user statements, and neither is wrong.
+        (List lookups: the clash checks filter thousands of earlier rows per call.)"""
+        sources, source = self.sources, self.sources[row]
+        if not self.speakers:  # nobody named (the usual session): the source is the voice
+            return [r for r in rows if sources[r] == source]
+        speakers, speaker = self.speakers, self.speakers[row]
+        return [r for r in rows if sources[r] == source and speakers[r] == speaker]
 
 
 def statements_of(corpus, history: list[dict], upto: int, patterns: list[str]) -> Statements:
