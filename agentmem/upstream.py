@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ import litellm
 import openai
 
 from agentmem.errors import UpstreamError
+from agentmem.loop_executor import INLINE_PROVIDERS, inline_next_setup
 
 litellm.suppress_debug_info = True
 litellm.drop_params = False
@@ -104,9 +106,9 @@ class LitellmUpstream:
         """Pay litellm's first-call cost (about 1 s of lazy imports and set-up in a thread)
         before a client does: one request to a closed loopback port, refused at once."""
         with contextlib.suppress(Exception):
-            await litellm.acompletion(model="openai/agentmem-warm-up", api_key="warm-up",
-                                      api_base="http://127.0.0.1:1/v1", max_retries=0, timeout=2,
-                                      messages=[{"role": "user", "content": "warm up"}])
+            await acompletion({"model": "openai/agentmem-warm-up", "api_key": "warm-up",
+                               "api_base": "http://127.0.0.1:1/v1", "max_retries": 0,
+                               "timeout": 2, "messages": [{"role": "user", "content": "warm up"}]})
 
 
 def litellm_kwargs(body: dict, route_params: dict | None) -> dict:
@@ -171,12 +173,43 @@ def _unheard(*flags: ContextVar[bool] | None) -> Iterator[None]:
 
 async def acompletion(kwargs: dict, *, priced: bool = True):
     """Call litellm; map its exceptions to UpstreamError with the provider's status.
-    ``priced=False``: litellm's price of the response is skipped while nobody listens."""
+    ``priced=False``: litellm's price of the response is skipped while nobody listens.
+    litellm's request building runs on the loop where that is safe (agentmem/loop_executor.py;
+    only on a loop whose default executor allows it, and only once litellm's one-time set-up
+    has run in a thread)."""
+    global _litellm_set_up
+    if _litellm_set_up and _inline_provider(kwargs):
+        inline_next_setup()
     try:
         with _unheard(_litellm_internal_call, None if priced else _price_unread):
             return await litellm.acompletion(**kwargs)
     except Exception as error:  # litellm raises many types; each carries a status
         raise as_upstream_error(error) from error
+    finally:
+        _litellm_set_up = True
+
+
+# litellm imports and sets up provider modules on first use (~1 s): that first call keeps its
+# thread, so the loop never waits on it.
+_litellm_set_up = False
+
+
+def _inline_provider(kwargs: dict) -> bool:
+    model = kwargs.get("model")
+    if not isinstance(model, str):
+        return False
+    return _provider(model, kwargs.get("custom_llm_provider"),
+                     kwargs.get("api_base") or kwargs.get("base_url")) in INLINE_PROVIDERS
+
+
+@functools.lru_cache(maxsize=256)
+def _provider(model: str, custom_llm_provider: Any, api_base: Any) -> str | None:
+    """litellm's provider for a model (cached: the answer depends on these three only)."""
+    try:
+        return litellm.get_llm_provider(model=model, custom_llm_provider=custom_llm_provider,
+                                        api_base=api_base)[1]
+    except Exception:  # noqa: BLE001 - unknown here; litellm reports it on the call itself
+        return None
 
 
 async def aembedding(kwargs: dict):

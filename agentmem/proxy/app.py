@@ -13,6 +13,7 @@ from fastapi import Depends, FastAPI, Request
 from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
+from agentmem.loop_executor import install as install_loop_executor
 from agentmem.models.backend import configure as configure_runtime
 from agentmem.models.runtime import favour_latency, freeze_startup_objects
 from agentmem.proxy import (
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         favour_latency()
+        install_loop_executor()  # litellm's request building without a thread hop
         # Serve at once; what first calls would pay (litellm's set-up, the token tables, MiniLM)
         # loads meanwhile, and calls that arrive before MiniLM is in skip the stages needing it.
         warm = asyncio.get_running_loop().create_task(
