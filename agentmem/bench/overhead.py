@@ -213,7 +213,10 @@ async def _measure(upstream: str, targets: list[Target], calls: int, turn_calls:
         async def step(messages: list[dict], conversation: str, turn: int,
                        samples: dict[str, list[float]]) -> dict:
             """Every target once, in an order that rotates with the step; the reply appended
-            to the conversation is the last session-keeping target's (agentmem's)."""
+            to the conversation is the last session-keeping target's (agentmem's). After an
+            agentmem call the bench waits for that call's after-reply work, so no target is
+            measured while another preset's background work runs (that work is reported on
+            its own: the sweep's after-reply phases)."""
             order = [*targets, None]  # None: litellm straight to the upstream
             shift = turn % len(order)
             reply: dict | None = None
@@ -223,6 +226,8 @@ async def _measure(upstream: str, targets: list[Target], calls: int, turn_calls:
                     continue
                 elapsed, body = await post(target, messages, conversation)
                 samples[target.name].append(elapsed)
+                if target.session:
+                    await _settled(target, poll=0.002)
                 if target.session or reply is None:
                     reply = body["choices"][0]["message"]
             assert reply is not None
@@ -247,6 +252,8 @@ async def _measure(upstream: str, targets: list[Target], calls: int, turn_calls:
             shift = i % len(targets)
             for target in targets[shift:] + targets[:shift]:
                 ttfb[target.name].append(await first_byte(target, messages, f"stream-{i}"))
+                if target.session:
+                    await _settled(target, poll=0.002)
 
         result = _side_by_side(samples, ttfb)
         sweep = next((t for t in reversed(targets) if t.session), None)
