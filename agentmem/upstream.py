@@ -195,15 +195,15 @@ _litellm_set_up = False
 
 
 def _inline_provider(kwargs: dict) -> bool:
-    model = kwargs.get("model")
-    if not isinstance(model, str):
-        return False
-    return _provider(model, kwargs.get("custom_llm_provider"),
-                     kwargs.get("api_base") or kwargs.get("base_url")) in INLINE_PROVIDERS
+    model, provider = kwargs.get("model"), kwargs.get("custom_llm_provider")
+    base = kwargs.get("api_base") or kwargs.get("base_url")
+    if not isinstance(model, str) or not all(v is None or isinstance(v, str) for v in (provider, base)):
+        return False  # litellm reports what it cannot read; the cache needs hashable keys
+    return _provider(model, provider, base) in INLINE_PROVIDERS
 
 
 @functools.lru_cache(maxsize=256)
-def _provider(model: str, custom_llm_provider: Any, api_base: Any) -> str | None:
+def _provider(model: str, custom_llm_provider: str | None, api_base: str | None) -> str | None:
     """litellm's provider for a model (cached: the answer depends on these three only)."""
     try:
         return litellm.get_llm_provider(model=model, custom_llm_provider=custom_llm_provider,

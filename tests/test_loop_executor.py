@@ -68,3 +68,4 @@ def test_only_providers_whose_request_building_does_no_io_are_inlined():
     for model in ("azure/gpt-4o", "bedrock/anthropic.claude-3", "vertex_ai/gemini-1.5-pro"):
         assert not inline({"model": model})
     assert not inline({"messages": []})
+    assert not inline({"model": "openai/gpt-4o-mini", "api_base": ["not", "a", "url"]})
