@@ -7,10 +7,11 @@ On two cores that thread hop (queue, thread wake-up, GIL hand-over, the loop wok
 the ``off`` proxy ~0.3-0.9 ms a call of its ~6 ms overhead (README: Benchmarks, Overhead).
 Running it inline does the same work without the hop.
 
-Only where it is safe: ``inline_next_setup()`` (called by ``agentmem.upstream`` for providers
-in ``INLINE_PROVIDERS`` once litellm has finished its one-time set-up in a thread) arms a
-one-shot flag in the calling task's context, and the executor runs inline only the next
-submission, and only if it is litellm's ``completion`` wrapped as ``acompletion`` wraps it.
+Only where it is safe: ``inline_setup()`` (opened by ``agentmem.upstream`` around a call to a
+provider in ``INLINE_PROVIDERS`` once a call to that provider has run litellm's one-time set-up
+in a thread) arms a one-shot flag in the calling task's context, and the executor runs inline
+only the next submission, and only if it is litellm's ``completion`` wrapped as
+``acompletion`` wraps it; the flag is gone when the call returns.
 Everything else (a DNS lookup inside the same call, another library's blocking work, a newer
 litellm that submits something else) goes to the thread pool as before. Providers whose
 request building may block (cloud credential refreshes: Azure AD, AWS, Vertex) are never
@@ -20,8 +21,9 @@ inlined.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any
@@ -41,9 +43,15 @@ class _Armed:
 _armed: ContextVar[_Armed | None] = ContextVar("agentmem_inline_setup", default=None)
 
 
-def inline_next_setup() -> None:
-    """Let the executor run the calling task's next litellm ``completion`` submission inline."""
-    _armed.set(_Armed())
+@contextlib.contextmanager
+def inline_setup() -> Iterator[None]:
+    """While open, the executor may run the calling task's next litellm ``completion``
+    submission inline."""
+    token = _armed.set(_Armed())
+    try:
+        yield
+    finally:
+        _armed.reset(token)
 
 
 def _is_litellm_setup(fn: Callable[..., Any]) -> bool:

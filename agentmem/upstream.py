@@ -28,7 +28,7 @@ import litellm
 import openai
 
 from agentmem.errors import UpstreamError
-from agentmem.loop_executor import INLINE_PROVIDERS, inline_next_setup
+from agentmem.loop_executor import INLINE_PROVIDERS, inline_setup
 
 litellm.suppress_debug_info = True
 litellm.drop_params = False
@@ -175,31 +175,32 @@ async def acompletion(kwargs: dict, *, priced: bool = True):
     """Call litellm; map its exceptions to UpstreamError with the provider's status.
     ``priced=False``: litellm's price of the response is skipped while nobody listens.
     litellm's request building runs on the loop where that is safe (agentmem/loop_executor.py;
-    only on a loop whose default executor allows it, and only once litellm's one-time set-up
-    has run in a thread)."""
-    global _litellm_set_up
-    if _litellm_set_up and _inline_provider(kwargs):
-        inline_next_setup()
+    only on a loop whose default executor allows it, and only for a provider litellm has
+    already set up: its first call imports and prepares modules, ~1 s, in a thread)."""
+    provider = _inline_provider(kwargs)
+    inline = inline_setup() if provider in _set_up else contextlib.nullcontext()
     try:
-        with _unheard(_litellm_internal_call, None if priced else _price_unread):
+        with inline, _unheard(_litellm_internal_call, None if priced else _price_unread):
             return await litellm.acompletion(**kwargs)
     except Exception as error:  # litellm raises many types; each carries a status
         raise as_upstream_error(error) from error
     finally:
-        _litellm_set_up = True
+        if provider is not None:
+            _set_up.add(provider)
 
 
-# litellm imports and sets up provider modules on first use (~1 s): that first call keeps its
-# thread, so the loop never waits on it.
-_litellm_set_up = False
+# The providers in INLINE_PROVIDERS that litellm has served (or failed) a call for.
+_set_up: set[str] = set()
 
 
-def _inline_provider(kwargs: dict) -> bool:
+def _inline_provider(kwargs: dict) -> str | None:
+    """The request's litellm provider if its request building may run inline, else None."""
     model, provider = kwargs.get("model"), kwargs.get("custom_llm_provider")
     base = kwargs.get("api_base") or kwargs.get("base_url")
     if not isinstance(model, str) or not all(v is None or isinstance(v, str) for v in (provider, base)):
-        return False  # litellm reports what it cannot read; the cache needs hashable keys
-    return _provider(model, provider, base) in INLINE_PROVIDERS
+        return None  # litellm reports what it cannot read; the cache needs hashable keys
+    resolved = _provider(model, provider, base)
+    return resolved if resolved in INLINE_PROVIDERS else None
 
 
 @functools.lru_cache(maxsize=256)

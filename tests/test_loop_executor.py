@@ -12,8 +12,10 @@ import threading
 import litellm.main
 import pytest
 
+from agentmem import loop_executor
 from agentmem import upstream as upstream_module
-from agentmem.loop_executor import inline_next_setup, install
+from agentmem.errors import UpstreamError
+from agentmem.loop_executor import inline_setup, install
 
 
 @pytest.fixture
@@ -26,7 +28,7 @@ def completion_threads(monkeypatch) -> list[int]:
         return original(*args, **kwargs)
 
     monkeypatch.setattr(litellm.main, "completion", observed)
-    monkeypatch.setattr(upstream_module, "_litellm_set_up", False)
+    monkeypatch.setattr(upstream_module, "_set_up", set())
     return threads
 
 
@@ -39,8 +41,8 @@ def _calls(upstream_url: str, *, installed: bool):
                    "messages": [{"role": "user", "content": "hi"}]}
         replies = [await upstream_module.acompletion(dict(request)) for _ in range(3)]
         unarmed = await loop.run_in_executor(None, threading.get_ident)
-        inline_next_setup()  # armed, but what is submitted is not litellm's request building
-        armed = await loop.run_in_executor(None, threading.get_ident)
+        with inline_setup():  # armed, but what is submitted is not litellm's request building
+            armed = await loop.run_in_executor(None, threading.get_ident)
         return threading.get_ident(), replies, unarmed, armed
 
     return asyncio.run(run())
@@ -63,9 +65,26 @@ def test_a_loop_without_the_executor_keeps_litellms_threads(upstream, completion
 
 def test_only_providers_whose_request_building_does_no_io_are_inlined():
     inline = upstream_module._inline_provider
-    assert inline({"model": "openai/gpt-4o-mini"}) and inline({"model": "gpt-4o-mini"})
-    assert inline({"model": "hosted_vllm/llama", "api_base": "http://127.0.0.1:1/v1"})
+    assert inline({"model": "openai/gpt-4o-mini"}) == inline({"model": "gpt-4o-mini"}) == "openai"
+    assert inline({"model": "hosted_vllm/llama", "api_base": "http://127.0.0.1:1/v1"}) == "hosted_vllm"
     for model in ("azure/gpt-4o", "bedrock/anthropic.claude-3", "vertex_ai/gemini-1.5-pro"):
-        assert not inline({"model": model})
-    assert not inline({"messages": []})
-    assert not inline({"model": "openai/gpt-4o-mini", "api_base": ["not", "a", "url"]})
+        assert inline({"model": model}) is None
+    assert inline({"messages": []}) is None
+    assert inline({"model": "openai/gpt-4o-mini", "api_base": ["not", "a", "url"]}) is None
+
+
+def test_the_flag_ends_with_the_call_that_set_it(upstream, completion_threads):
+    """A call that fails before litellm submits anything leaves no armed flag behind for a
+    later submission of the same task."""
+    async def run():
+        install()
+        loop = asyncio.get_running_loop()
+        upstream_module._set_up.add("openai")
+        with pytest.raises(UpstreamError):
+            await upstream_module.acompletion({"model": "openai/echo", "messages": "not a list",
+                                               "api_base": f"{upstream.url}/v1", "api_key": "k"})
+        assert loop_executor._armed.get() is None
+        return threading.get_ident(), await loop.run_in_executor(None, threading.get_ident)
+
+    loop_thread, later = asyncio.run(run())
+    assert later != loop_thread
