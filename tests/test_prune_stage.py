@@ -306,3 +306,25 @@ async def test_a_long_history_reports_its_drops_compactly(hygiene):
     assert dropped and len(drops) < len(dropped)  # runs, not one decision per turn
     assert len(set(dropped)) == len(dropped) == len(history) - len(result.messages)
     assert all(len(d.detail["scores"]) == len(d.detail["unit"]) for d in drops)
+
+
+async def test_an_old_tool_call_unit_is_never_split(hygiene):
+    """A tight budget and an unrelated question: the old inventory call stays with its result,
+    which shrinks to its best sentence (a tool-call member is never dropped alone); a generous
+    budget keeps the result whole."""
+    filler = [m for i in range(40) for m in (
+        {"role": "user", "content": f"Tell me fact number {i} about volcanoes and their ash."},
+        {"role": "assistant", "content": f"Fact {i}: volcanic ash travels far on the wind."})]
+    history = [*HISTORY[:-1], *filler, {"role": "user", "content": "Where will my kettle be delivered?"}]
+    result_text = HISTORY[7]["content"]
+    for fraction, whole in ((0.01, False), (1.0, True)):
+        result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
+                                     policy=_policy(history_fraction=fraction))
+        assert {6, 7} <= set(result.kept_indices)
+        sent = dict(zip(result.kept_indices, result.messages))
+        assert sent[6]["tool_calls"] == HISTORY[6]["tool_calls"]
+        assert (sent[7]["content"] == result_text) == whole
+        assert whole or sent[7]["content"] in [s.strip() + "." for s in result_text.split(".") if s]
+        shrunk = [d for d in result.report.stages[0].decisions
+                  if d.action == "prune_spans" and d.message_index == 7]
+        assert len(shrunk) == (0 if whole else 1)

@@ -19,6 +19,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -264,42 +265,52 @@ class PruneStage(Stage):
     @staticmethod
     def _apply_keep(draft: Draft, context: StageContext, older: list[Candidate], kept: np.ndarray,
                     score: np.ndarray, corpus_tokens: np.ndarray, reason: str) -> None:
-        """Drop turns with nothing kept (tool-call units only whole), shrink the rest."""
-        run = context.run
-        by_index = {c.index: c for c in older}
-        units = [[c] for c in older if c.droppable]  # plain messages: units of one
-        if len(units) < len(older):  # tool-call members: group them as the draft does
-            units += [[by_index[m.index] for m in unit] for unit in draft.units()
-                      if len(unit) > 1 and all(m.index in by_index for m in unit)]
+        """Drop turns with nothing kept (tool-call units only whole), shrink the rest.
+
+        Which turns are whole, empty or partial comes from array arithmetic over each turn's
+        row range: a 2,000-turn call sorts 2,000 turns, and only the partial ones (a few
+        hundred) and the members of tool-call units are visited in Python."""
+        count = len(older)
+        starts = np.fromiter((c.rows[0] for c in older), np.int64, count)
+        stops = np.fromiter((c.rows[-1] + 1 for c in older), np.int64, count)
+        cumulative = np.concatenate(([0], np.cumsum(kept, dtype=np.int64)))
+        kept_rows = cumulative[stops] - cumulative[starts]
+        whole = kept_rows == stops - starts
+        bounds = np.column_stack((starts, stops)).ravel()  # each turn's best score, -inf padded
+        best = np.maximum.reduceat(np.append(score, np.float32(-np.inf)), bounds)[::2].tolist()
+        droppable = np.fromiter((c.droppable for c in older), bool, count)
+        dropped: dict[int, float] = {older[o].index: best[o]
+                                     for o in np.flatnonzero(droppable & (kept_rows == 0)).tolist()}
+        shrunk = [older[o] for o in np.flatnonzero(droppable & (kept_rows > 0) & ~whole).tolist()]
+        if not droppable.all():  # tool-call members: whole units go together, others shrink
+            ordinal = {c.index: o for o, c in enumerate(older)}
+            units = [[older[ordinal[m.index]] for m in unit] for unit in draft.units()
+                     if len(unit) > 1 and all(m.index in ordinal for m in unit)]
             grouped = {c.index for unit in units for c in unit}
-            units += [[c] for c in older if c.index not in grouped]  # partial units only shrink
+            units += [[c] for c in older if not c.droppable and c.index not in grouped]
+            for unit in units:
+                members = [ordinal[c.index] for c in unit]
+                if all(whole[o] for o in members):
+                    continue
+                if len(unit) > 1 and not any(kept_rows[o] for o in members):
+                    dropped.update((older[o].index, best[o]) for o in members)
+                    continue
+                shrunk += [older[o] for o in members if not whole[o]]
+        run = context.run
         current = {m.index: m.message for m in draft.messages}
         kept_list, score_list, token_list = kept.tolist(), score.tolist(), corpus_tokens.tolist()
-        dropped: dict[int, float] = {}  # message index: its best sentence's score
         rewritten: dict[int, dict[str, Any]] = {}
         tokens: dict[int, int] = {}
-        for unit in units:  # plain lists and slices: ~600 small turns per call, numpy is slower
-            keeps = [kept_list[c.rows[0]: c.rows[-1] + 1] for c in unit]
-            if all(all(keep) for keep in keeps):
-                continue
-            whole = len(unit) > 1 or unit[0].droppable
-            if whole and not any(any(keep) for keep in keeps):
-                for c in unit:
-                    dropped[c.index] = max(score_list[c.rows[0]: c.rows[-1] + 1])
-                continue
-            for c, keep in zip(unit, keeps):
-                if all(keep):
-                    continue
-                scores = score_list[c.rows[0]: c.rows[-1] + 1]
-                if not any(keep):  # a member of a kept tool-call unit keeps its best sentence
-                    keep[scores.index(max(scores))] = True
-                rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run,
-                                             "not among the most relevant sentences within the "
-                                             "history budget")
-                if not current[c.index].get("tool_calls"):
-                    sentence_tokens = token_list[c.rows[0]: c.rows[-1] + 1]
-                    tokens[c.index] = MESSAGE_OVERHEAD_TOKENS + sum(
-                        t for t, k in zip(sentence_tokens, keep) if k)
+        for c in shrunk:
+            first, last = int(c.rows[0]), int(c.rows[-1]) + 1
+            keep, scores = kept_list[first:last], score_list[first:last]
+            if not any(keep):  # a member of a kept tool-call unit keeps its best sentence
+                keep[scores.index(max(scores))] = True
+            rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run,
+                                         "not among the most relevant sentences within the "
+                                         "history budget")
+            if not current[c.index].get("tool_calls"):
+                tokens[c.index] = MESSAGE_OVERHEAD_TOKENS + sum(compress(token_list[first:last], keep))
         run.decisions.extend(drop_runs(dropped, reason))
         draft.drop_indices(set(dropped))
         draft.replace_messages(rewritten, tokens)
