@@ -56,6 +56,9 @@ def inline_setup() -> Iterator[None]:
 
 def _is_litellm_setup(fn: Callable[..., Any]) -> bool:
     """``acompletion`` submits ``partial(ctx.run, partial(completion, **kwargs))``."""
+    # Imported here, not at the top: litellm must first be imported by agentmem.upstream,
+    # which sets its offline environment; and ``completion`` is read at each call, so the
+    # check follows whatever ``litellm.main.completion`` is now.
     from litellm import main as litellm_main
 
     inner = fn.args[0] if isinstance(fn, functools.partial) and fn.args else None
