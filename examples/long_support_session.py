@@ -3,7 +3,7 @@
 Ninety turns about a flaky home network: diagnostics, tool dumps, small talk. The customer's
 router serial number was mentioned once, near the start. When they finally ask for a
 replacement, the ``default`` policy keeps the recent exchanges whole and, from the older
-history, only the sentences this question needs (inside 18% of their tokens), so the model
+history, only the sentences this question needs (inside 14.5% of their tokens), so the model
 still sees the serial number without the noise.
 
     python examples/long_support_session.py

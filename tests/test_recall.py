@@ -3,6 +3,7 @@
 import uuid
 
 import numpy as np
+import pytest
 
 from agentmem.ingest import chain_hashes
 from agentmem.lexical import BM25Index, terms
@@ -72,6 +73,83 @@ def test_fill_respects_the_budget_and_spreads_over_turns():
     with_context = fill(rows, score, corpus, budget=46, neighbours=1, spread=0.0)
     assert with_context.tolist() == [True, True, True, True, False, False]
     assert not fill(rows, score, corpus, budget=5, neighbours=0, spread=0.0).any()
+
+
+def _turns(lengths):
+    from types import SimpleNamespace
+
+    from agentmem.stages.selection import TurnRows
+
+    older, first = [], 0
+    for index, length in enumerate(lengths):
+        older.append(SimpleNamespace(index=index, rows=np.arange(first, first + length)))
+        first += length
+    return TurnRows.of(older)
+
+
+def test_a_short_answer_is_scored_with_the_question_it_answers():
+    """exchange_weight: the cosine between the query and the turn summed with the turn before
+    it. "Yes, last Tuesday." shares nothing with "When was the pottery class?"; its exchange
+    (the question it answers plus itself) does."""
+    from agentmem.stages.selection import add_exchange_similarity
+
+    query = np.array([1.0, 0.0, 0.0], np.float32)
+    # turn 0: off topic; turn 1: the question (on topic); turn 2: the bare answer; turn 3: off topic
+    turn_sums = np.array([[0, 1, 0], [0.8, 0.6, 0], [0, 0, 1], [0, 1, 0]], np.float32)
+    score = np.zeros(4, np.float32)
+    add_exchange_similarity(_turns([1, 1, 1, 1]), score, turn_sums, query, weight=0.5)
+    pair = turn_sums[1] + turn_sums[2]
+    assert score[2] == np.float32(0.5 * pair[0] / np.linalg.norm(pair))  # the answer gains
+    assert score[3] == 0.0 and score[0] == 0.0  # nothing on topic in their exchange
+    assert score[1] > 0  # the question, summed with the off-topic turn before it
+    assert turn_sums[2].tolist() == [0, 0, 1]  # the caller's array is read, never changed
+
+
+def test_evidence_spread_over_a_stretch_of_turns_is_kept_together():
+    """window_turns/window_weight/window_decay: turns 2..K away from a relevant one inherit a
+    decayed share of its best score (after the adjacent-turn context is added)."""
+    from agentmem.stages.selection import add_turn_context
+
+    score = np.array([0, 0, 0, 1.0, 0, 0, 0, 0], np.float32)  # one sentence per turn
+    alone = score.copy()
+    add_turn_context(_turns([1] * 8), alone, 0.4)
+    assert alone.tolist() == pytest.approx([0, 0, 0.4, 1.0, 0.4, 0, 0, 0])
+    wide = score.copy()
+    add_turn_context(_turns([1] * 8), wide, 0.4, window=3, window_weight=0.5, decay=0.5)
+    # after the first pass the turns' best are [0, 0, .4, 1, .4, 0, 0, 0]; a turn gains 0.5 x
+    # the larger of 0.5 x (best two away) and 0.25 x (best three away)
+    assert wide.tolist() == pytest.approx([0.125, 0.25, 0.4 + 0.1, 1.0, 0.4 + 0.1, 0.25, 0.125, 0.05])
+    two = np.array([1.0, 0.5, 0.5], np.float32)  # two-sentence first turn: its best counts
+    add_turn_context(_turns([2, 1]), two, 0.0, window=2, window_weight=1.0, decay=1.0)
+    assert two.tolist() == [1.0, 0.5, 0.5]  # no turn is two away
+
+
+async def test_turn_sums_follow_the_corpus_as_it_grows_and_fills():
+    """The exchange rule's per-turn vector sums are query-independent and kept in the corpus:
+    extended with new turns, and patched when the background fill embeds a row."""
+    from agentmem.state.corpus import _patch
+
+    marker = uuid.uuid4().hex
+    history = [{"role": "user", "content": f"{marker}. The kettle is blue. It ships to Lyon."},
+               {"role": "assistant", "content": "Noted."},
+               {"role": "user", "content": "Also a red mug. And a spoon."}]
+    corpus = await _context(history).corpus(3, vectors=False)
+    waiting = np.flatnonzero(~corpus.embedded)
+    assert len(waiting)  # nothing embedded on this path yet
+
+    def expected():
+        return np.vstack([corpus.vectors[span].sum(axis=0) for span in corpus.rows_of])
+
+    assert np.allclose(corpus.turn_sums(), expected())
+    vectors = default_embedder().encode([corpus.embedding_text(int(row)) for row in waiting])
+    for row, vector in zip(waiting.tolist(), vectors):
+        _patch(corpus, row, corpus.embedding_text(row), vector)
+    assert corpus.embedded.all() and np.allclose(corpus.turn_sums(), expected(), atol=1e-6)
+    assert np.abs(corpus.turn_sums()).sum() > 0
+    longer = history + [{"role": "assistant", "content": "Two items, then."}]
+    again = await _context(longer).corpus(4)
+    assert again is corpus and corpus.turn_sums().shape == (4, 384)
+    assert np.allclose(corpus.turn_sums(), expected(), atol=1e-6)
 
 
 async def test_a_replaced_last_turn_keeps_the_shared_prefix():

@@ -31,7 +31,14 @@ from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
-from agentmem.stages.selection import add_turn_context, diversified, excluded_rows, fill
+from agentmem.stages.selection import (
+    TurnRows,
+    add_exchange_similarity,
+    add_turn_context,
+    diversified,
+    excluded_rows,
+    fill,
+)
 from agentmem.text import MESSAGE_OVERHEAD_TOKENS, split_sentences
 
 if TYPE_CHECKING:
@@ -61,7 +68,7 @@ class PruneSettings(BaseModel):
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
     neighbours: int = Field(0, ge=0, description="Sentences kept on each side of a kept one.")
     history_fraction: float = Field(
-        0.18, ge=0, le=1, description="Budget for turns older than the recent window, as a "
+        0.145, ge=0, le=1, description="Budget for turns older than the recent window, as a "
         "share of their tokens.")
     history_tokens: int | None = Field(
         None, ge=0, description="Absolute budget for the older turns; wins if set.")
@@ -74,6 +81,18 @@ class PruneSettings(BaseModel):
         "has one kept: spreads the budget over more turns.")
     context_weight: float = Field(
         0.4, ge=0, description="Share of the adjacent turns' best score a sentence inherits.")
+    exchange_weight: float = Field(
+        0.6, ge=0, description="Weight of the cosine between the query and a sentence's exchange "
+        "(its turn's and the turn before's sentence vectors summed): a short answer is found "
+        "through its question, a turn about the query as a whole through its whole.")
+    window_turns: int = Field(
+        3, ge=1, description="Turns on each side whose best score a sentence inherits a share "
+        "of (1: the adjacent turns only, context_weight).")
+    window_weight: float = Field(
+        0.4, ge=0, description="Share of the best score of the turns 2..window_turns away a "
+        "sentence inherits, times window_decay per turn past the first: evidence spread over a "
+        "stretch of the conversation is kept together.")
+    window_decay: float = Field(0.7, gt=0, le=1)
     rerank_turns: int = Field(
         0, ge=0, description="Best recalled older turns the pruner rescores (0: embeddings and "
         "BM25 only, the fast path).")
@@ -190,8 +209,12 @@ class PruneStage(Stage):
         lexical = corpus.lexical.scores(terms(query))[rows]
         if lexical.max() > 0:
             score[rows] += settings.lexical_weight * lexical / lexical.max()
-        if settings.context_weight:
-            add_turn_context(older, score, settings.context_weight)
+        turns = TurnRows.of(older)
+        if settings.exchange_weight:
+            add_exchange_similarity(turns, score, corpus.turn_sums(), vector,
+                                    settings.exchange_weight)
+        add_turn_context(turns, score, settings.context_weight, window=settings.window_turns,
+                         window_weight=settings.window_weight, decay=settings.window_decay)
         excluded = excluded_rows(context, corpus)
         score[excluded] = -np.inf  # quarantined by an earlier stage: never brought back
         if settings.rerank_turns and settings.rerank_tokens:

@@ -8,6 +8,7 @@ without a session.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,14 +23,64 @@ def excluded_rows(context, corpus) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64)
 
 
-def add_turn_context(older: list, score: np.ndarray, weight: float) -> None:
+@dataclass(frozen=True)
+class TurnRows:
+    """The older turns' corpus rows, turn after turn: built once per call, read by each rule."""
+
+    positions: np.ndarray  # per turn
+    lengths: np.ndarray  # per turn: its sentence count (at least one)
+    rows: np.ndarray  # all turns' rows, concatenated
+    starts: np.ndarray  # per turn: where its rows begin in ``rows``
+
+    @classmethod
+    def of(cls, older: list) -> TurnRows:
+        lengths = np.asarray([len(c.rows) for c in older])
+        return cls(np.asarray([c.index for c in older]), lengths,
+                   np.concatenate([c.rows for c in older]),
+                   np.concatenate([[0], np.cumsum(lengths)[:-1]]))
+
+    def best(self, score: np.ndarray) -> np.ndarray:
+        """Per turn, its best sentence score."""
+        return np.maximum.reduceat(score[self.rows], self.starts)
+
+    def add(self, score: np.ndarray, per_turn: np.ndarray) -> None:
+        """Every sentence of a turn gains that turn's value."""
+        score[self.rows] += np.repeat(per_turn, self.lengths).astype(np.float32)
+
+
+def add_exchange_similarity(turns: TurnRows, score: np.ndarray, turn_sums: np.ndarray,
+                            query_vector: np.ndarray, weight: float) -> None:
+    """A short reply ("Yes, last Tuesday") means something only with the turn it answers, and
+    a turn can be about the query as a whole without any one sentence being so: each sentence
+    gains ``weight`` times the cosine between the query and its exchange (the summed sentence
+    vectors of its turn and the older turn before it; ``turn_sums`` per position)."""
+    exchange = turn_sums[turns.positions]
+    exchange[1:] += exchange[:-1].copy()
+    similarity = exchange @ query_vector / np.maximum(np.linalg.norm(exchange, axis=1), 1e-6)
+    turns.add(score, weight * similarity)
+
+
+def add_turn_context(turns: TurnRows, score: np.ndarray, weight: float, *, window: int = 1,
+                     window_weight: float = 0.0, decay: float = 1.0) -> None:
     """A reply like "Wow, me too!" is only relevant through the turn before it: each sentence
-    gains ``weight`` times the best score of the adjacent older turns."""
-    lengths = np.asarray([len(c.rows) for c in older])
-    rows = np.concatenate([c.rows for c in older])
-    best = np.maximum.reduceat(score[rows], np.concatenate([[0], np.cumsum(lengths)[:-1]]))
+    gains ``weight`` times the best score of the adjacent older turns. Then, with ``window`` >
+    1, evidence spread over a stretch of the conversation stays together: each sentence gains
+    ``window_weight`` times the best score of the turns 2..``window`` away, times ``decay`` per
+    turn of distance past the first."""
+    best = turns.best(score)
     around = np.maximum(np.concatenate([[0.0], best[:-1]]), np.concatenate([best[1:], [0.0]]))
-    score[rows] += weight * np.repeat(around, lengths).astype(np.float32)
+    turns.add(score, weight * around)
+    if window < 2 or not window_weight:
+        return
+    best = turns.best(score)
+    around = np.zeros_like(best)
+    for distance in range(2, window + 1):
+        if distance >= len(best):
+            break
+        factor = decay ** (distance - 1)
+        around[distance:] = np.maximum(around[distance:], factor * best[:-distance])
+        around[:-distance] = np.maximum(around[:-distance], factor * best[distance:])
+    turns.add(score, window_weight * around)
 
 
 def fill(rows: np.ndarray, score: np.ndarray, corpus, budget: int, neighbours: int,

@@ -73,6 +73,8 @@ class Corpus:
     embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))  # per row
     lexical: BM25Index = field(default_factory=BM25Index)
     room: np.ndarray | None = None  # ``vectors`` is a view of its first rows (see _append)
+    sums: np.ndarray = field(default_factory=lambda: np.zeros((0, DIMENSION), np.float32))
+    sums_room: np.ndarray | None = None  # ``sums`` is a view of its first rows (turn_sums)
     chars: int = -1  # characters of ``texts``, kept as rows are added (-1: not counted yet)
 
     @property
@@ -82,6 +84,22 @@ class Corpus:
     def embedding_text(self, row: int) -> str:
         """What the embedder reads for the row: its sentence, with its speaker when named."""
         return embedding_text(self.texts[row], self.speakers[int(self.position[row])])
+
+    def turn_sums(self) -> np.ndarray:
+        """Per position, the sum of its sentence vectors (a row without a vector yet counts
+        zero; ``_patch`` adds it when it lands). Query-independent, so kept: a call sums only
+        the positions added since the last one."""
+        have, covered = len(self.sums), self.covered
+        if have < covered:
+            first = self.rows_of[have].start
+            new = np.zeros((covered - have, DIMENSION), np.float32)
+            counts = np.asarray([len(self.rows_of[p]) for p in range(have, covered)])
+            nonempty = np.flatnonzero(counts)
+            if len(nonempty):
+                starts = np.asarray([self.rows_of[have + p].start for p in nonempty]) - first
+                new[nonempty] = np.add.reduceat(self.vectors[first:], starts)
+            self.sums, self.sums_room = _grown(self.sums, self.sums_room, new)
+        return self.sums
 
     @property
     def missing(self) -> int:
@@ -368,6 +386,9 @@ def _patch(corpus: Corpus, row: int, text: str, vector: np.ndarray) -> None:
     if row < len(corpus.texts) and not corpus.embedded[row] and corpus.embedding_text(row) == text:
         corpus.vectors[row] = vector
         corpus.embedded[row] = True
+        position = int(corpus.position[row])
+        if position < len(corpus.sums):
+            corpus.sums[position] += vector
 
 
 def _forget_fill(fills: dict[str, asyncio.Task[None]], key: str, done: asyncio.Task[None]) -> None:
@@ -407,7 +428,7 @@ def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
     corpus.spans.extend(rows.spans)
     corpus.position = np.concatenate([corpus.position, np.asarray(rows.position, np.int64)])
     corpus.tokens = np.concatenate([corpus.tokens, rows.tokens])
-    corpus.vectors = _grown(corpus, rows.vectors)
+    corpus.vectors, corpus.room = _grown(corpus.vectors, corpus.room, rows.vectors)
     corpus.embedded = np.concatenate([corpus.embedded, rows.embedded])
     corpus.chains.extend(chains)
 
@@ -423,15 +444,15 @@ async def _stored_vectors(context: StageContext, start: int, upto: int) -> dict[
     return {start + offset: from_bytes(raw[turn]) for offset, turn in enumerate(ids) if turn in raw}
 
 
-def _grown(corpus: Corpus, new: np.ndarray) -> np.ndarray:
-    """The vectors with ``new`` rows after them, in a buffer that grows by half again when
-    full: a call adds a turn's few rows, and stacking a 2,000-turn session's matrix (~9 MB)
-    anew each time cost the call path milliseconds. Views handed out earlier stay valid."""
-    have, add = len(corpus.vectors), len(new)
-    room = corpus.room
-    if room is None or corpus.vectors.base is not room or len(room) < have + add:
+def _grown(rows: np.ndarray, room: np.ndarray | None,
+           new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` with ``new`` rows after them (and the buffer they are a view of), in a buffer
+    that grows by half again when full: a call adds a turn's few rows, and stacking a
+    2,000-turn session's matrix (~9 MB) anew each time cost the call path milliseconds. Views
+    handed out earlier stay valid."""
+    have, add = len(rows), len(new)
+    if room is None or rows.base is not room or len(room) < have + add:
         room = np.empty((max(64, have + add, (have + add) * 3 // 2), DIMENSION), np.float32)
-        room[:have] = corpus.vectors
-        corpus.room = room
+        room[:have] = rows
     room[have:have + add] = new
-    return room[:have + add]
+    return room[:have + add], room
