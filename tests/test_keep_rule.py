@@ -30,6 +30,22 @@ def test_floor_adds_the_best_sentences_until_the_share_of_tokens_is_reached():
     assert apply_floor([False] * 4, ranking, sizes, 0.5, eligible=[0, 2, 3]) == [True, False, False, True]
 
 
+def test_the_floor_asks_for_at_most_floor_tokens_however_long_the_passage():
+    """A question's evidence is a few sentences: on a long passage the share is capped."""
+    ranking = [0.1 * i for i in range(40)]  # the best sentences are the last ones
+    sizes = [20] * 40  # 800 tokens: a 10% floor asks for 80 tokens, four sentences
+    assert sum(apply_floor([False] * 40, ranking, sizes, 0.1)) == 4
+    capped = apply_floor([False] * 40, ranking, sizes, 0.1, most=30)
+    assert capped == [False] * 38 + [True, True]  # the sentence crossing 30 is kept whole
+    assert apply_floor([False] * 4, [0.1, 0.9, 0.2, 0.3], [10] * 4, 0.25, most=100) == [
+        False, True, False, False]  # a short passage: the share is the smaller, the cap idle
+    scores = _scores([[0.01] * 20 for _ in range(40)])  # unsure: the threshold keeps nothing
+    rule = KeepRule(0.5, "mean_prob", floor=0.1, floor_tokens=30)
+    assert rule.short_of_floor(scores) and sum(rule.decide(scores)) == 2
+    assert not KeepRule(0.5, "mean_prob", floor=0.1, floor_tokens=30).short_of_floor(
+        _scores([[0.9] * 40] + [[0.01] * 20 for _ in range(39)]))  # 40 kept tokens pass the cap
+
+
 def test_keep_rule_never_goes_below_the_floor_and_never_drops_what_the_threshold_keeps():
     scores = _scores([[0.9, 0.8], [0.01, 0.02, 0.03], [0.2, 0.1], [0.04] * 5])
     assert KeepRule(0.5, "mean_prob").decide(scores) == [True, False, False, False]

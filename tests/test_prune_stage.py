@@ -131,14 +131,15 @@ async def test_tool_output_floor_keeps_a_share_whatever_the_threshold(hygiene):
                {"role": "tool", "tool_call_id": "c2", "content": output},
                {"role": "user", "content": "So which shipments left late?"}]
     shares = {}
-    for floor in (0.0, 0.3):
+    for floor, most in ((0.0, None), (0.3, 100_000), (0.3, 60)):
         policy = _policy(keep_recent_exchanges=2, large_tool_output_tokens=200, threshold=1.0,
-                         floor=floor)
+                         floor=floor, floor_tokens=most)
         result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
         tool = next(m for m in result.messages if m["role"] == "tool")
-        shares[floor] = len(tool["content"]) / len(output)
-    assert shares[0.0] < 0.05  # threshold 1 keeps nothing: only the one best sentence survives
-    assert 0.3 <= shares[0.3] < 0.4  # the floor: 30% of the output, best sentences first
+        shares[floor, most] = len(tool["content"]) / len(output)
+    assert shares[0.0, None] < 0.05  # threshold 1 keeps nothing: only the one best sentence survives
+    assert 0.3 <= shares[0.3, 100_000] < 0.4  # the floor: 30% of the output, best sentences first
+    assert 0.05 < shares[0.3, 60] < 0.15  # ... but at most 60 tokens of the ~700 (floor_tokens)
 
 
 async def test_tool_output_cosines_come_from_its_stored_vectors_once_ingest_embedded_it(hygiene):
@@ -193,6 +194,10 @@ def test_highlight_endpoint(proxy):
     bad = httpx.post(f"{proxy.url}/v1/highlight", json={"query": "q", "text": "t", "sentences": ["s"]})
     assert bad.status_code == 400 and "exactly one" in bad.json()["error"]["message"]
     assert data["floor"] == 0.0 or data["floor"] > 0  # the checkpoint's calibrated floor, reported
+    from agentmem.models.pruner import cached_pruner
+    from agentmem.models.registry import default_pruner_path
+
+    assert data["floor_tokens"] == cached_pruner(default_pruner_path()).floor_tokens  # and its cap
 
 
 def test_highlight_floor_keeps_the_best_sentences_whatever_the_threshold(proxy):

@@ -120,7 +120,7 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
     keeps = pruner_keeps(records, scores, keep_rule, sims)
     result = prune_metrics(records, keeps, keep_rule.threshold)
     result["rule"], result["floor"] = keep_rule.rule, keep_rule.floor
-    result["min_similarity"] = keep_rule.min_similarity
+    result["min_similarity"], result["floor_tokens"] = keep_rule.min_similarity, keep_rule.floor_tokens
     result["kept_sentences"] = kept_share(keeps)
     if answers_file is not None:  # token-level compression on top (agentmem/bench/compression.py)
         from agentmem.bench.compression import compression_result, squad_answers

@@ -72,6 +72,8 @@ class Pruner:
         self.floor: float = float(getattr(config, "agentmem_keep_floor", 0.0))
         least = getattr(config, "agentmem_min_similarity", None)
         self.min_similarity: float | None = None if least is None else float(least)
+        most = getattr(config, "agentmem_keep_floor_tokens", None)
+        self.floor_tokens: int | None = None if most is None else int(most)
         self._lock = threading.Lock()
 
     @classmethod
@@ -81,11 +83,13 @@ class Pruner:
         return cls(*load_model(name_or_path, allow_network=allow_network), **kwargs)
 
     def keep_rule(self, threshold: float | None = None, rule: SentenceRule | None = None,
-                  floor: float | None = None, min_similarity: float | None = None) -> KeepRule:
+                  floor: float | None = None, min_similarity: float | None = None,
+                  floor_tokens: int | None = None) -> KeepRule:
         """The checkpoint's calibrated keep rule, with any of its settings overridden."""
         return KeepRule(self.threshold if threshold is None else threshold, rule or self.rule,
                         self.floor if floor is None else floor,
-                        self.min_similarity if min_similarity is None else min_similarity)
+                        self.min_similarity if min_similarity is None else min_similarity,
+                        self.floor_tokens if floor_tokens is None else floor_tokens)
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -175,18 +179,20 @@ class Pruner:
                 enable_warnings: bool = True, rule: SentenceRule | None = None,
                 floor: float | None = None, token_scores: bool = False,
                 encode: Callable[[list[str]], Any] | None = None,
-                min_similarity: float | None = None) -> dict[str, Any]:
+                min_similarity: float | None = None,
+                floor_tokens: int | None = None) -> dict[str, Any]:
         """Provence's ``process``. A context may be a string (split offline) or a list of
         sentences (used as given). Beyond the official keys the result carries, per context,
         ``sentences``: text, character span in ``pruned``'s source, probability and decision.
         ``floor`` (default: the checkpoint's) is the share of each context's tokens kept
-        whatever the threshold (``agentmem.models.keep_rule``); 0 is Provence's own rule.
+        whatever the threshold (``agentmem.models.keep_rule``), up to ``floor_tokens`` tokens
+        (default: the checkpoint's); 0 is Provence's own rule.
         ``token_scores`` adds each sentence's model tokens with their keep probabilities.
         ``encode`` (a sentence embedder's): the sentences' cosine to the question vetoes
         keeps below ``min_similarity`` (default: the checkpoint's) and orders the floor's
         additions, as in the prune stage.
         """
-        keep_rule = self.keep_rule(threshold, rule, floor, min_similarity)
+        keep_rule = self.keep_rule(threshold, rule, floor, min_similarity, floor_tokens)
         single = isinstance(question, str)
         if isinstance(question, str):  # a string, or a list of sentences (pre-split), for one question
             questions, contexts = [question], [[context]]

@@ -63,6 +63,9 @@ class PruneSettings(BaseModel):
     min_similarity: float | None = Field(
         None, ge=-1, le=1, description="Least MiniLM cosine to the query a sentence the threshold "
         "keeps must have (agentmem/models/keep_rule.py); null: the checkpoint's.")
+    floor_tokens: int | None = Field(
+        None, ge=1, description="Most tokens the floor asks for, however long the output "
+        "(agentmem/models/keep_rule.py); null: the checkpoint's.")
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
@@ -349,7 +352,7 @@ class PruneStage(Stage):
             candidate.spans = [(s.start, s.end) for s in split_sentences(candidate.text)]
         pruner = await run_inference(cached_pruner, settings.checkpoint or default_pruner_path())
         keep_rule = pruner.keep_rule(settings.threshold, settings.rule, settings.floor,
-                                     settings.min_similarity)
+                                     settings.min_similarity, settings.floor_tokens)
         room, unscored = settings.pruner_sentences, 0
         for candidate in outputs:
             head = Candidate(candidate.index, candidate.text, candidate.spans[:room], False,

@@ -1,5 +1,5 @@
-"""Calibrate a pruner's keep rule (sentence rule, threshold, token floor, least query cosine) on
-dev files.
+"""Calibrate a pruner's keep rule (sentence rule, threshold, token floor and its cap, least query
+cosine) on dev files.
 
 One rule has to serve every kind of text the stage meets, so it is chosen on one dev file per
 domain (a single SQuAD paragraph, ten paragraphs of a multi-hop question, ...) to maximise
@@ -25,10 +25,13 @@ FLOORS = [0.0, 0.05, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4]
 RULES: tuple[SentenceRule, ...] = ("paper", "mean_prob")
 # None: no veto; MiniLM puts unrelated sentences around 0.1 and a paraphrase above 0.6
 MIN_SIMILARITIES: tuple[float | None, ...] = (None, 0.2, 0.25, 0.3, 0.35, 0.4)
+# None: the floor is a share of the passage however long; else the most tokens it asks for
+FLOOR_TOKENS: tuple[int | None, ...] = (None,)
 
 
 def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FLOORS,
               min_similarities: Sequence[float | None] = MIN_SIMILARITIES,
+              floor_tokens: Sequence[int | None] = FLOOR_TOKENS,
               log=print) -> dict[str, Any]:
     """The keep rule with the best mean F1 over the dev files, and per-file metrics."""
     from agentmem.bench.formats import PruneRecord, read_jsonl
@@ -58,8 +61,9 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
                          "kept_sentences": kept_share(keeps)}
         return out
 
-    grid = [KeepRule(t, r, f, m) for r in RULES for t in THRESHOLDS for f in floors
-            for m in min_similarities]
+    grid = [KeepRule(t, r, f, m, most) for r in RULES for t in THRESHOLDS for f in floors
+            for m in min_similarities for most in floor_tokens]
+    log(f"calibrate: {len(grid):,} rules x {len(domains)} dev files")
     results = [(keep_rule, evaluate(keep_rule)) for keep_rule in grid]
 
     def mean_f1(item: tuple[KeepRule, dict[str, dict[str, Any]]]) -> float:
@@ -72,10 +76,11 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
     best_alone = {name: max(results, key=f1_of(name)) for name in domains}
     return {
         "rule": chosen.rule, "threshold": chosen.threshold, "floor": chosen.floor,
-        "min_similarity": chosen.min_similarity,
+        "min_similarity": chosen.min_similarity, "floor_tokens": chosen.floor_tokens,
         "mean_f1": mean_f1((chosen, metrics)), "domains": metrics,
         "best_per_domain": {name: {"rule": k.rule, "threshold": k.threshold, "floor": k.floor,
-                                   "min_similarity": k.min_similarity, "f1": m[name]["f1"]}
+                                   "min_similarity": k.min_similarity,
+                                   "floor_tokens": k.floor_tokens, "f1": m[name]["f1"]}
                             for name, (k, m) in best_alone.items()},
         "dev_files": [str(p) for p in dev_files],
     }
@@ -88,7 +93,8 @@ def store(checkpoint: Path, calibration: dict[str, Any]) -> None:
     config.update(agentmem_sentence_rule=calibration["rule"],
                   agentmem_threshold=calibration["threshold"],
                   agentmem_keep_floor=calibration["floor"],
-                  agentmem_min_similarity=calibration.get("min_similarity"))
+                  agentmem_min_similarity=calibration.get("min_similarity"),
+                  agentmem_keep_floor_tokens=calibration.get("floor_tokens"))
     config_file.write_text(json.dumps(config, indent=2) + "\n")
     training_file = checkpoint / "training.json"
     training = json.loads(training_file.read_text()) if training_file.exists() else {}

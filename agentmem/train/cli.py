@@ -68,18 +68,35 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
                                               help="Pruner checkpoint folder."),
               dev: list[Path] = typer.Option(..., exists=True, dir_okay=False,
                                              help="A prune-format dev file per domain (repeat)."),
-              write: bool = typer.Option(True, help="Store the chosen rule in config.json.")):
-    """Choose the pruner's keep rule (sentence rule, threshold, token floor) for the best mean F1
-    over the dev files, one per domain; the stage, the bench and /v1/highlight then use it."""
+              write: bool = typer.Option(True, help="Store the chosen rule in config.json."),
+              floors: Optional[str] = typer.Option(None, help="Floors to try, comma-separated "
+                                                   "(default: agentmem.train.calibrate.FLOORS)."),
+              min_similarities: Optional[str] = typer.Option(
+                  None, help="Least query cosines to try, comma-separated, 'none' for no veto "
+                  "(default: MIN_SIMILARITIES)."),
+              floor_tokens: Optional[str] = typer.Option(
+                  None, help="Caps on the floor's tokens to try, comma-separated, 'none' for no "
+                  "cap (default: none only).")):
+    """Choose the pruner's keep rule (sentence rule, threshold, token floor and its cap, least
+    query cosine) for the best mean F1 over the dev files, one per domain; the stage, the bench
+    and /v1/highlight then use it."""
     import json
 
     from agentmem.models.pruner import Pruner
-    from agentmem.train.calibrate import calibrate as run_calibration
-    from agentmem.train.calibrate import store
+    from agentmem.train import calibrate as calibration
 
-    result = run_calibration(Pruner.load(checkpoint), dev, log=lambda line: typer.echo(line))
+    def values(text: Optional[str], cast, default):
+        if text is None:
+            return default
+        return [None if item.strip() == "none" else cast(item) for item in text.split(",")]
+
+    result = calibration.calibrate(
+        Pruner.load(checkpoint), dev, log=lambda line: typer.echo(line),
+        floors=values(floors, float, calibration.FLOORS),
+        min_similarities=values(min_similarities, float, calibration.MIN_SIMILARITIES),
+        floor_tokens=values(floor_tokens, int, calibration.FLOOR_TOKENS))
     if write:
-        store(checkpoint, result)
+        calibration.store(checkpoint, result)
     typer.echo(json.dumps(result, indent=2))
 
 
