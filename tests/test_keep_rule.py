@@ -46,6 +46,20 @@ def test_the_floor_asks_for_at_most_floor_tokens_however_long_the_passage():
         _scores([[0.9] * 40] + [[0.01] * 20 for _ in range(39)]))  # 40 kept tokens pass the cap
 
 
+def test_the_floor_bridges_to_the_second_hop_through_the_first():
+    """Multi-hop: the second hop shares little with the question but much with the first hop;
+    with a bridge weight the floor takes it before a distractor closer to the question."""
+    scores = _scores([[0.01] * 10] * 4)  # the threshold keeps nothing: the floor decides
+    cosines = [0.8, 0.2, 0.35, 0.1]  # first hop, second hop, distractor, noise
+    vectors = np.eye(4, dtype=np.float32)
+    vectors[1] = [0.9, 0.436, 0, 0]  # the second hop names the first hop's bridge entity
+    plain = KeepRule(0.5, "mean_prob", floor=0.5)
+    assert plain.decide(scores, similarities=cosines, vectors=vectors) == [True, False, True, False]
+    bridged = KeepRule(0.5, "mean_prob", floor=0.5, bridge=0.4)
+    assert bridged.decide(scores, similarities=cosines, vectors=vectors) == [True, True, False, False]
+    assert bridged.decide(scores, similarities=cosines) == [True, False, True, False]  # no vectors
+
+
 def test_keep_rule_never_goes_below_the_floor_and_never_drops_what_the_threshold_keeps():
     scores = _scores([[0.9, 0.8], [0.01, 0.02, 0.03], [0.2, 0.1], [0.04] * 5])
     assert KeepRule(0.5, "mean_prob").decide(scores) == [True, False, False, False]

@@ -65,18 +65,22 @@ def pruner_scores(pruner, records) -> list:
 
 
 def pruner_keeps(records, scores, keep_rule: KeepRule,
-                 similarities: Sequence[np.ndarray] | None = None) -> list[list[bool]]:
+                 similarities: Sequence[np.ndarray] | None = None,
+                 vectors: Sequence[np.ndarray] | None = None) -> list[list[bool]]:
     """Decisions per record; a title is scored as sentence 0 but is not a record's sentence,
     so it is dropped from the decisions and the floor neither counts nor adds it.
-    ``similarities``: per record, its sentences' cosine to the question, used by the rule as
-    the stage and ``/v1/highlight`` use it."""
+    ``similarities``: per record, its sentences' cosine to the question, and ``vectors``
+    their unit vectors, used by the rule as the stage and ``/v1/highlight`` use them."""
     keeps = []
     for number, (record, score) in enumerate(zip(records, scores)):
         first = 1 if record.title else 0
-        cosines = None
+        cosines, rows = None, None
         if similarities is not None:  # the title has none: it is not eligible anyway
             cosines = [0.0] * first + [float(x) for x in similarities[number]]
-        decision = keep_rule.decide(score, range(first, len(score.probabilities)), cosines)
+        if vectors is not None:
+            rows = vectors[number]
+            rows = np.vstack([np.zeros((first, rows.shape[1]), rows.dtype), rows]) if first else rows
+        decision = keep_rule.decide(score, range(first, len(score.probabilities)), cosines, rows)
         keeps.append(decision[first:])
     return keeps
 
@@ -88,15 +92,21 @@ def choose(records, keeps_for: Callable[[float], list[list[bool]]],
     return best
 
 
-def embedding_similarities(embedder, records) -> list[np.ndarray]:
+def sentence_embeddings(embedder, records) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per record, its sentences' cosine to the question and their unit vectors."""
     questions = embedder.encode([r.question for r in records])
     flat = embedder.encode([s for r in records for s in r.sentences])
-    out, cursor = [], 0
+    similarities, vectors, cursor = [], [], 0
     for question, record in zip(questions, records):
         rows = flat[cursor:cursor + len(record.sentences)]
         cursor += len(record.sentences)
-        out.append(rows @ question)
-    return out
+        similarities.append(rows @ question)
+        vectors.append(rows)
+    return similarities, vectors
+
+
+def embedding_similarities(embedder, records) -> list[np.ndarray]:
+    return sentence_embeddings(embedder, records)[0]
 
 
 def kept_share(keeps: Sequence[Sequence[bool]]) -> float:
@@ -116,11 +126,12 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
     scores = pruner_scores(pruner, records)
     keep_rule = pruner.keep_rule() if floor is None else pruner.keep_rule(floor=floor)
     embedder = default_embedder()
-    sims = embedding_similarities(embedder, records)
-    keeps = pruner_keeps(records, scores, keep_rule, sims)
+    sims, vectors = sentence_embeddings(embedder, records)
+    keeps = pruner_keeps(records, scores, keep_rule, sims, vectors)
     result = prune_metrics(records, keeps, keep_rule.threshold)
     result["rule"], result["floor"] = keep_rule.rule, keep_rule.floor
     result["min_similarity"], result["floor_tokens"] = keep_rule.min_similarity, keep_rule.floor_tokens
+    result["bridge"] = keep_rule.bridge
     result["kept_sentences"] = kept_share(keeps)
     if answers_file is not None:  # token-level compression on top (agentmem/bench/compression.py)
         from agentmem.bench.compression import compression_result, squad_answers

@@ -9,8 +9,11 @@ its best-scored sentences first, so a confident model still prunes hard where it
 probabilities are high while an unsure one never cuts a passage to a sliver. The floor asks
 for at most ``floor_tokens`` tokens, however long the passage: a question's evidence is a few
 sentences, and on ten paragraphs a share of the whole asked for four times the answer (SQuAD's
-answer paragraph among nine others: F1 0.334 -> 0.610 with the cap). The stage, the bench and
-``/v1/highlight`` all decide through this one rule.
+answer paragraph among nine others: F1 0.334 -> 0.610 with the cap). And the floor bridges
+(``bridge``): a multi-hop question's second hop shares little with the question but much with
+the first hop, so the floor ranks a sentence by its query cosine plus ``bridge`` times its best
+cosine to a sentence already kept (multi-hop F1 0.690 -> 0.705, 16 distractor groups 0.662 ->
+0.686). The stage, the bench and ``/v1/highlight`` all decide through this one rule.
 
 The query's cosine, where the caller can embed the sentences (MiniLM), plays two parts.
 A sentence the threshold keeps must also be loosely related to the query (``min_similarity``):
@@ -25,9 +28,12 @@ similarities are given (no embedder) the rule is the model's alone, as before.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
 
 # How a sentence's token probabilities become one decision (see ``SentenceScores.keep``).
 SentenceRule = Literal["paper", "hf_code", "mean_prob"]
@@ -46,22 +52,27 @@ class KeepRule:
     floor: float = 0.0  # share of the passage's tokens always kept, best sentences first
     min_similarity: float | None = None  # a sentence the threshold keeps needs this cosine
     floor_tokens: int | None = None  # most tokens the floor asks for (None: no cap)
+    bridge: float = 0.0  # floor order: + bridge x a sentence's best cosine to an anchor
 
     def decide(self, scores: SentenceScores, eligible: Sequence[int] | None = None,
-               similarities: Sequence[float] | None = None) -> list[bool]:
+               similarities: Sequence[float] | None = None,
+               vectors: np.ndarray | None = None) -> list[bool]:
         """Keep decisions for one passage. ``eligible``: the sentences the floor may add and
         whose tokens it counts (e.g. all but a title the caller drops anyway); default all.
         ``similarities``: each sentence's cosine to the query: it vetoes the threshold's
-        unrelated keeps (``min_similarity``) and orders the floor's additions."""
+        unrelated keeps (``min_similarity``) and orders the floor's additions. ``vectors``:
+        the sentences' unit vectors (row per sentence), for the floor's bridge term."""
         keep = scores.keep(self.threshold, self.rule)
         sizes = [int(tokens.size) for tokens in scores.kept_fraction_by_threshold]
         ranking = list(scores.probabilities)
         if similarities is not None:
-            indices = range(len(keep)) if eligible is None else eligible
+            indices = list(range(len(keep)) if eligible is None else eligible)
             for index in indices:
                 ranking[index] = similarities[index]
                 if self.min_similarity is not None and similarities[index] < self.min_similarity:
                     keep[index] = False
+            if self.bridge and vectors is not None and indices:
+                add_bridge(ranking, keep, indices, vectors, self.bridge)
         return apply_floor(keep, ranking, sizes, self.floor, eligible, most=self.floor_tokens)
 
     def wants_similarities(self, scores: SentenceScores,
@@ -86,13 +97,29 @@ class KeepRule:
                                                                        self.floor_tokens)
 
 
+def add_bridge(ranking: list[float], keep: Sequence[bool], indices: Sequence[int],
+               vectors: np.ndarray, weight: float) -> None:
+    """The second hop of a multi-hop question rarely resembles the question, but it does
+    resemble the first hop (they share the bridge entity). Anchors: the sentences the threshold
+    keeps and the one closest to the query, which the floor takes first; every other sentence
+    ranks by its query cosine plus ``weight`` times its best cosine to an anchor."""
+    top = max(indices, key=lambda i: ranking[i])
+    anchors = sorted({i for i in indices if keep[i]} | {top})
+    best = (vectors[list(indices)] @ vectors[anchors].T).max(axis=1)
+    for index, closest in zip(indices, best.tolist()):
+        if index not in anchors:
+            ranking[index] += weight * closest
+    ranking[top] = math.inf
+
+
 def query_similarities(encode: Callable[[list[str]], Any], question: str,
-                       sentences: Sequence[str]) -> list[float]:
-    """Cosine of each sentence to the question, with an embedder's ``encode`` (unit vectors)."""
+                       sentences: Sequence[str]) -> tuple[list[float], np.ndarray]:
+    """Cosine of each sentence to the question, and the sentences' unit vectors, with an
+    embedder's ``encode``."""
     if not sentences:
-        return []
+        return [], np.zeros((0, 0), np.float32)
     vectors = encode([question, *sentences])
-    return [float(v) for v in vectors[1:] @ vectors[0]]
+    return [float(v) for v in vectors[1:] @ vectors[0]], vectors[1:]
 
 
 def floor_need(total: int, floor: float, most: int | None) -> float:

@@ -115,7 +115,8 @@ def load_config(folder: Path):
     config_class = getattr(transformers, BACKBONES[model_type][2])
     extra = {k: data[k] for k in ("agentmem_model_type", "agentmem_sentence_rule",
                                   "agentmem_threshold", "agentmem_keep_floor",
-                                  "agentmem_min_similarity", "agentmem_keep_floor_tokens")
+                                  "agentmem_min_similarity", "agentmem_keep_floor_tokens",
+                                  "agentmem_keep_bridge")
              if k in data}
     clean = {k: v for k, v in data.items() if k not in {"auto_map", "architectures", "model_type"}}
     config = config_class(**clean)

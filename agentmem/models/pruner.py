@@ -74,6 +74,7 @@ class Pruner:
         self.min_similarity: float | None = None if least is None else float(least)
         most = getattr(config, "agentmem_keep_floor_tokens", None)
         self.floor_tokens: int | None = None if most is None else int(most)
+        self.bridge: float = float(getattr(config, "agentmem_keep_bridge", 0.0) or 0.0)
         self._lock = threading.Lock()
 
     @classmethod
@@ -84,12 +85,13 @@ class Pruner:
 
     def keep_rule(self, threshold: float | None = None, rule: SentenceRule | None = None,
                   floor: float | None = None, min_similarity: float | None = None,
-                  floor_tokens: int | None = None) -> KeepRule:
+                  floor_tokens: int | None = None, bridge: float | None = None) -> KeepRule:
         """The checkpoint's calibrated keep rule, with any of its settings overridden."""
         return KeepRule(self.threshold if threshold is None else threshold, rule or self.rule,
                         self.floor if floor is None else floor,
                         self.min_similarity if min_similarity is None else min_similarity,
-                        self.floor_tokens if floor_tokens is None else floor_tokens)
+                        self.floor_tokens if floor_tokens is None else floor_tokens,
+                        self.bridge if bridge is None else bridge)
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -180,19 +182,20 @@ class Pruner:
                 floor: float | None = None, token_scores: bool = False,
                 encode: Callable[[list[str]], Any] | None = None,
                 min_similarity: float | None = None,
-                floor_tokens: int | None = None) -> dict[str, Any]:
+                floor_tokens: int | None = None, bridge: float | None = None) -> dict[str, Any]:
         """Provence's ``process``. A context may be a string (split offline) or a list of
         sentences (used as given). Beyond the official keys the result carries, per context,
         ``sentences``: text, character span in ``pruned``'s source, probability and decision.
         ``floor`` (default: the checkpoint's) is the share of each context's tokens kept
         whatever the threshold (``agentmem.models.keep_rule``), up to ``floor_tokens`` tokens
-        (default: the checkpoint's); 0 is Provence's own rule.
+        (default: the checkpoint's); 0 is Provence's own rule. ``bridge`` (default: the
+        checkpoint's) weighs the floor's bridge term (``agentmem.models.keep_rule.add_bridge``).
         ``token_scores`` adds each sentence's model tokens with their keep probabilities.
         ``encode`` (a sentence embedder's): the sentences' cosine to the question vetoes
         keeps below ``min_similarity`` (default: the checkpoint's) and orders the floor's
         additions, as in the prune stage.
         """
-        keep_rule = self.keep_rule(threshold, rule, floor, min_similarity, floor_tokens)
+        keep_rule = self.keep_rule(threshold, rule, floor, min_similarity, floor_tokens, bridge)
         single = isinstance(question, str)
         if isinstance(question, str):  # a string, or a list of sentences (pre-split), for one question
             questions, contexts = [question], [[context]]
@@ -221,11 +224,11 @@ class Pruner:
         details: list[list[list[dict[str, Any]] | None]] = [[None] * len(c) for c in contexts]
         for (qi, ci, text, spans, offset, title_is_first), score in zip(layout, scores):
             eligible = range(offset, len(spans))
-            similarities = None
+            similarities, vectors = None, None
             if encode is not None and keep_rule.wants_similarities(score, eligible):
                 own = [text[a:b] if a >= 0 else "" for a, b in spans]
-                similarities = query_similarities(encode, questions[qi], own)
-            keep = keep_rule.decide(score, eligible, similarities)
+                similarities, vectors = query_similarities(encode, questions[qi], own)
+            keep = keep_rule.decide(score, eligible, similarities, vectors)
             title_index = 0 if (offset or title_is_first) else None
             if always_select_title and title_index is not None and any(keep):
                 keep[title_index] = True

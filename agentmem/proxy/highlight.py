@@ -57,14 +57,15 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
     keep_rule = pruner.keep_rule(
         query.threshold if query.threshold is not None else settings.threshold, settings.rule,
         query.floor if query.floor is not None else settings.floor, settings.min_similarity,
-        settings.floor_tokens)
+        settings.floor_tokens, settings.bridge)
     encode = request.app.state.hygiene.embedder.encode  # the query's cosine, as in the stage
     result = await run_inference(lambda: pruner.process(
         query.query, context, title=None, threshold=keep_rule.threshold, rule=keep_rule.rule,
         floor=keep_rule.floor, token_scores=query.token_scores, encode=encode,
-        min_similarity=keep_rule.min_similarity, floor_tokens=keep_rule.floor_tokens))
+        min_similarity=keep_rule.min_similarity, floor_tokens=keep_rule.floor_tokens,
+        bridge=keep_rule.bridge))
     return {"object": "highlight", "reranking_score": result["reranking_score"],
             "threshold": keep_rule.threshold, "rule": keep_rule.rule, "floor": keep_rule.floor,
             "min_similarity": keep_rule.min_similarity, "floor_tokens": keep_rule.floor_tokens,
-            "highlighted": result["pruned_context"],
+            "bridge": keep_rule.bridge, "highlighted": result["pruned_context"],
             "compression_rate": result["compression_rate"], "sentences": result["sentences"]}

@@ -66,6 +66,10 @@ class PruneSettings(BaseModel):
     floor_tokens: int | None = Field(
         None, ge=1, description="Most tokens the floor asks for, however long the output "
         "(agentmem/models/keep_rule.py); null: the checkpoint's.")
+    bridge: float | None = Field(
+        None, ge=0, description="The floor ranks a sentence by its query cosine plus this times "
+        "its best cosine to a kept sentence (the second hop resembles the first); null: the "
+        "checkpoint's.")
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
@@ -352,7 +356,8 @@ class PruneStage(Stage):
             candidate.spans = [(s.start, s.end) for s in split_sentences(candidate.text)]
         pruner = await run_inference(cached_pruner, settings.checkpoint or default_pruner_path())
         keep_rule = pruner.keep_rule(settings.threshold, settings.rule, settings.floor,
-                                     settings.min_similarity, settings.floor_tokens)
+                                     settings.min_similarity, settings.floor_tokens,
+                                     settings.bridge)
         room, unscored = settings.pruner_sentences, 0
         for candidate in outputs:
             head = Candidate(candidate.index, candidate.text, candidate.spans[:room], False,
@@ -361,14 +366,14 @@ class PruneStage(Stage):
             probabilities, keep = [], []
             if head.spans:
                 scores = (await run_inference(_score_transcript, pruner, query, [head]))[head.index]
-                similarities = None
+                similarities, vectors = None, None
                 embedder = context.state.embedder
                 # the query's cosine vetoes unrelated keeps and orders the floor (never
                 # waiting for a MiniLM that a restarted server is still loading)
                 if embedder.loaded and keep_rule.wants_similarities(scores):
-                    similarities = await _query_cosines(context, head, query)
+                    similarities, vectors = await _query_cosines(context, head, query)
                 probabilities = list(scores.probabilities)
-                keep = keep_rule.decide(scores, similarities=similarities)
+                keep = keep_rule.decide(scores, similarities=similarities, vectors=vectors)
             tail = candidate.spans[len(head.spans):]
             if tail:  # past the call's pruner budget: the query's terms decide
                 unscored += len(tail)
@@ -551,8 +556,10 @@ class _ScoreCache:
 _RERANK_CACHE = _ScoreCache(4096)
 
 
-async def _query_cosines(context: StageContext, candidate: Candidate, query: str) -> list[float]:
-    """Each sentence's cosine to the query. A tool output of an earlier exchange was embedded
+async def _query_cosines(context: StageContext, candidate: Candidate,
+                         query: str) -> tuple[list[float], np.ndarray]:
+    """Each sentence's cosine to the query, and the sentence vectors (for the keep rule's
+    bridge term). A tool output of an earlier exchange was embedded
     after that reply (ingest): its stored vectors are read, not computed again (embedding a
     large output's sentences on the call path cost about as much as the pruner's pass). A turn
     not embedded yet, or split differently, is embedded now."""
@@ -563,9 +570,11 @@ async def _query_cosines(context: StageContext, candidate: Candidate, query: str
         first = corpus.rows_of[candidate.index].start
         rows = slice(first, first + len(spans))
         if corpus.spans[rows] == spans and bool(corpus.embedded[rows].all()):
-            return [float(x) for x in corpus.vectors[rows] @ vector]
+            stored = corpus.vectors[rows]
+            return [float(x) for x in stored @ vector], stored
     own = [candidate.text[a:b] for a, b in spans]
-    return [float(x) for x in await run_inference(context.state.embedder.encode, own) @ vector]
+    fresh = await run_inference(context.state.embedder.encode, own)
+    return [float(x) for x in fresh @ vector], fresh
 
 
 def _lexical_keep(text: str, spans: list[tuple[int, int]], query: str) -> list[float]:

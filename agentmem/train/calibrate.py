@@ -27,21 +27,22 @@ RULES: tuple[SentenceRule, ...] = ("paper", "mean_prob")
 MIN_SIMILARITIES: tuple[float | None, ...] = (None, 0.2, 0.25, 0.3, 0.35, 0.4)
 # None: the floor is a share of the passage however long; else the most tokens it asks for
 FLOOR_TOKENS: tuple[int | None, ...] = (None,)
+BRIDGES: tuple[float, ...] = (0.0,)  # the floor's bridge weight (keep_rule.add_bridge)
 
 
 def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FLOORS,
               min_similarities: Sequence[float | None] = MIN_SIMILARITIES,
               floor_tokens: Sequence[int | None] = FLOOR_TOKENS,
-              log=print) -> dict[str, Any]:
+              bridges: Sequence[float] = BRIDGES, log=print) -> dict[str, Any]:
     """The keep rule with the best mean F1 over the dev files, and per-file metrics."""
     from agentmem.bench.formats import PruneRecord, read_jsonl
     from agentmem.bench.prune import (
         THRESHOLDS,
-        embedding_similarities,
         kept_share,
         prune_metrics,
         pruner_keeps,
         pruner_scores,
+        sentence_embeddings,
     )
     from agentmem.models.embedder import default_embedder
 
@@ -51,18 +52,18 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
         records = read_jsonl(Path(path), PruneRecord)
         log(f"calibrate: scoring {len(records)} records of {Path(path).name}")
         domains[Path(path).name] = (records, pruner_scores(pruner, records),
-                                    embedding_similarities(embedder, records))
+                                    *sentence_embeddings(embedder, records))
 
     def evaluate(keep_rule: KeepRule) -> dict[str, dict[str, Any]]:
         out = {}
-        for name, (records, scores, similarities) in domains.items():
-            keeps = pruner_keeps(records, scores, keep_rule, similarities)
+        for name, (records, scores, similarities, vectors) in domains.items():
+            keeps = pruner_keeps(records, scores, keep_rule, similarities, vectors)
             out[name] = {**prune_metrics(records, keeps, keep_rule.threshold),
                          "kept_sentences": kept_share(keeps)}
         return out
 
-    grid = [KeepRule(t, r, f, m, most) for r in RULES for t in THRESHOLDS for f in floors
-            for m in min_similarities for most in floor_tokens]
+    grid = [KeepRule(t, r, f, m, most, bridge) for r in RULES for t in THRESHOLDS for f in floors
+            for m in min_similarities for most in floor_tokens for bridge in bridges]
     log(f"calibrate: {len(grid):,} rules x {len(domains)} dev files")
     results = [(keep_rule, evaluate(keep_rule)) for keep_rule in grid]
 
@@ -77,10 +78,11 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
     return {
         "rule": chosen.rule, "threshold": chosen.threshold, "floor": chosen.floor,
         "min_similarity": chosen.min_similarity, "floor_tokens": chosen.floor_tokens,
-        "mean_f1": mean_f1((chosen, metrics)), "domains": metrics,
+        "bridge": chosen.bridge, "mean_f1": mean_f1((chosen, metrics)), "domains": metrics,
         "best_per_domain": {name: {"rule": k.rule, "threshold": k.threshold, "floor": k.floor,
                                    "min_similarity": k.min_similarity,
-                                   "floor_tokens": k.floor_tokens, "f1": m[name]["f1"]}
+                                   "floor_tokens": k.floor_tokens, "bridge": k.bridge,
+                                   "f1": m[name]["f1"]}
                             for name, (k, m) in best_alone.items()},
         "dev_files": [str(p) for p in dev_files],
     }
@@ -94,7 +96,8 @@ def store(checkpoint: Path, calibration: dict[str, Any]) -> None:
                   agentmem_threshold=calibration["threshold"],
                   agentmem_keep_floor=calibration["floor"],
                   agentmem_min_similarity=calibration.get("min_similarity"),
-                  agentmem_keep_floor_tokens=calibration.get("floor_tokens"))
+                  agentmem_keep_floor_tokens=calibration.get("floor_tokens"),
+                  agentmem_keep_bridge=calibration.get("bridge", 0.0))
     config_file.write_text(json.dumps(config, indent=2) + "\n")
     training_file = checkpoint / "training.json"
     training = json.loads(training_file.read_text()) if training_file.exists() else {}

@@ -76,7 +76,10 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
                   "(default: MIN_SIMILARITIES)."),
               floor_tokens: Optional[str] = typer.Option(
                   None, help="Caps on the floor's tokens to try, comma-separated, 'none' for no "
-                  "cap (default: none only).")):
+                  "cap (default: none only)."),
+              bridges: Optional[str] = typer.Option(
+                  None, help="Weights of the floor's bridge term to try, comma-separated "
+                  "(default: 0 only).")):
     """Choose the pruner's keep rule (sentence rule, threshold, token floor and its cap, least
     query cosine) for the best mean F1 over the dev files, one per domain; the stage, the bench
     and /v1/highlight then use it."""
@@ -94,7 +97,8 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
         Pruner.load(checkpoint), dev, log=lambda line: typer.echo(line),
         floors=values(floors, float, calibration.FLOORS),
         min_similarities=values(min_similarities, float, calibration.MIN_SIMILARITIES),
-        floor_tokens=values(floor_tokens, int, calibration.FLOOR_TOKENS))
+        floor_tokens=values(floor_tokens, int, calibration.FLOOR_TOKENS),
+        bridges=values(bridges, float, calibration.BRIDGES))
     if write:
         calibration.store(checkpoint, result)
     typer.echo(json.dumps(result, indent=2))

@@ -156,6 +156,7 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
     config.agentmem_keep_floor = metrics["floor"]
     config.agentmem_min_similarity = metrics["min_similarity"]
     config.agentmem_keep_floor_tokens = metrics["floor_tokens"]
+    config.agentmem_keep_bridge = metrics["bridge"]
     _save(out, model, tokenizer, config)
     card = {"base": base_name, "init": init, "examples": len(encoded), "counts": counts,
             "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
@@ -176,7 +177,8 @@ def _choose_thresholds(pruner: Pruner, dev_files: Sequence[Path], log) -> dict[s
     metrics = calibration["domains"][Path(dev_files[0]).name]
     return {**metrics, "rule": calibration["rule"], "threshold": calibration["threshold"],
             "floor": calibration["floor"], "min_similarity": calibration["min_similarity"],
-            "floor_tokens": calibration["floor_tokens"], "calibration": calibration}
+            "floor_tokens": calibration["floor_tokens"], "bridge": calibration["bridge"],
+            "calibration": calibration}
 
 
 def _save(out: Path, model: ProvenceModel, tokenizer, config) -> None:
