@@ -5,7 +5,9 @@ request is an agent step. The most recent exchanges and the current step stay ve
 
 Older turns get a token budget (a share of their tokens). Their sentences are ranked by
 MiniLM cosine to the query (vectors cached at ingest) plus BM25 (names, numbers and rare words
-that embeddings blur), optionally rescored by the Provence pruner for the best recalled turns,
+that embeddings blur) plus the cosine of their exchange (their turn with the one before), each
+inheriting a share of the nearby turns' best score (agentmem/stages/selection.py),
+optionally rescored by the Provence pruner for the best recalled turns,
 and kept greedily until the budget is full; each kept sentence brings its neighbours so "this"
 keeps its antecedent. Large tool outputs inside the recent window are pruned by Provence
 against the query, which is the passage-level job it was trained for. Tool-call units are never
