@@ -182,20 +182,20 @@ class Pruner:
                 floor: float | None = None, token_scores: bool = False,
                 encode: Callable[[list[str]], Any] | None = None,
                 min_similarity: float | None = None,
-                floor_tokens: int | None = None, bridge: float | None = None) -> dict[str, Any]:
+                keep_rule: KeepRule | None = None) -> dict[str, Any]:
         """Provence's ``process``. A context may be a string (split offline) or a list of
         sentences (used as given). Beyond the official keys the result carries, per context,
         ``sentences``: text, character span in ``pruned``'s source, probability and decision.
         ``floor`` (default: the checkpoint's) is the share of each context's tokens kept
-        whatever the threshold (``agentmem.models.keep_rule``), up to ``floor_tokens`` tokens
-        (default: the checkpoint's); 0 is Provence's own rule. ``bridge`` (default: the
-        checkpoint's) weighs the floor's bridge term (``agentmem.models.keep_rule.add_bridge``).
+        whatever the threshold (``agentmem.models.keep_rule``); 0 is Provence's own rule.
+        ``keep_rule``: a whole rule built already (``Pruner.keep_rule``, e.g. with a policy's
+        overrides); it wins over ``threshold``, ``rule``, ``floor`` and ``min_similarity``.
         ``token_scores`` adds each sentence's model tokens with their keep probabilities.
         ``encode`` (a sentence embedder's): the sentences' cosine to the question vetoes
         keeps below ``min_similarity`` (default: the checkpoint's) and orders the floor's
         additions, as in the prune stage.
         """
-        keep_rule = self.keep_rule(threshold, rule, floor, min_similarity, floor_tokens, bridge)
+        keep_rule = keep_rule or self.keep_rule(threshold, rule, floor, min_similarity)
         single = isinstance(question, str)
         if isinstance(question, str):  # a string, or a list of sentences (pre-split), for one question
             questions, contexts = [question], [[context]]

@@ -54,16 +54,16 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
     pruner = await run_inference(cached_pruner, policy.prune.checkpoint or default_pruner_path())
     context = query.text if query.text is not None else query.sentences
     settings = policy.prune  # the stage's rule, so a highlight shows what the stage would keep
-    keep_rule = pruner.keep_rule(
-        query.threshold if query.threshold is not None else settings.threshold, settings.rule,
-        query.floor if query.floor is not None else settings.floor, settings.min_similarity,
-        settings.floor_tokens, settings.bridge)
+    overrides = settings.keep_rule_overrides()
+    if query.threshold is not None:
+        overrides["threshold"] = query.threshold
+    if query.floor is not None:
+        overrides["floor"] = query.floor
+    keep_rule = pruner.keep_rule(**overrides)
     encode = request.app.state.hygiene.embedder.encode  # the query's cosine, as in the stage
     result = await run_inference(lambda: pruner.process(
-        query.query, context, title=None, threshold=keep_rule.threshold, rule=keep_rule.rule,
-        floor=keep_rule.floor, token_scores=query.token_scores, encode=encode,
-        min_similarity=keep_rule.min_similarity, floor_tokens=keep_rule.floor_tokens,
-        bridge=keep_rule.bridge))
+        query.query, context, title=None, token_scores=query.token_scores, encode=encode,
+        keep_rule=keep_rule))
     return {"object": "highlight", "reranking_score": result["reranking_score"],
             "threshold": keep_rule.threshold, "rule": keep_rule.rule, "floor": keep_rule.floor,
             "min_similarity": keep_rule.min_similarity, "floor_tokens": keep_rule.floor_tokens,

@@ -134,6 +134,13 @@ class PruneSettings(BaseModel):
     selection_pool: int = Field(
         256, ge=2, description="mmr and cluster reorder only this many best candidates.")
 
+    def keep_rule_overrides(self) -> dict[str, Any]:
+        """The keep rule's settings this policy sets (None: the checkpoint's), as keyword
+        arguments of ``Pruner.keep_rule``: the stage and ``/v1/highlight`` build one rule."""
+        return {"threshold": self.threshold, "rule": self.rule, "floor": self.floor,
+                "min_similarity": self.min_similarity, "floor_tokens": self.floor_tokens,
+                "bridge": self.bridge}
+
 
 @dataclass
 class Candidate:
@@ -357,9 +364,7 @@ class PruneStage(Stage):
         for candidate in outputs:
             candidate.spans = [(s.start, s.end) for s in split_sentences(candidate.text)]
         pruner = await run_inference(cached_pruner, settings.checkpoint or default_pruner_path())
-        keep_rule = pruner.keep_rule(settings.threshold, settings.rule, settings.floor,
-                                     settings.min_similarity, settings.floor_tokens,
-                                     settings.bridge)
+        keep_rule = pruner.keep_rule(**settings.keep_rule_overrides())
         room, unscored = settings.pruner_sentences, 0
         for candidate in outputs:
             head = Candidate(candidate.index, candidate.text, candidate.spans[:room], False,
