@@ -12,7 +12,12 @@ import pytest
 
 from agentmem.train.dev_sets import is_dev, multihop, multihop_records, read_multihop_rows
 from agentmem.train.pruner_data import Example
-from agentmem.train.pruner_mix import build_mixture, chat_session, squad_json_records
+from agentmem.train.pruner_mix import (
+    build_mixture,
+    chat_session,
+    multiparagraph_examples,
+    squad_json_records,
+)
 from tests.test_train import SHARED_DATA
 
 ARTICLES = {"version": "v2.0", "data": [{"title": "Solar_energy", "paragraphs": [{
@@ -72,6 +77,59 @@ def test_mixture_counts_each_source(tmp_path):
     examples, counts = build_mixture(base, tmp_path, seed=1, multihop_draws=2)
     assert counts["shared"] == 2 and counts["squad_train_v2"] >= 2 and counts["hotpotqa_train"] == 12
     assert len(examples) == sum(counts.values()) and counts["synthetic_chat"] >= 1
+
+
+def _article(title: str, paragraphs: int) -> dict:
+    def paragraph(p: int) -> dict:
+        lead = f"{title} fact {p} is here. Its number is "
+        return {"context": f"{lead}{p}{p}.",
+                "qas": [{"id": f"{title}-{p}", "question": f"What is the number of {title} fact {p}?",
+                         "is_impossible": False,
+                         "answers": [{"text": f"{p}{p}", "answer_start": len(lead)}]}]}
+
+    return {"title": title, "paragraphs": [paragraph(p) for p in range(paragraphs)]}
+
+
+def test_multiparagraph_passages_hold_their_answer_among_same_article_paragraphs():
+    articles = [_article("Alpha", 5), _article("Beta", 5)]
+    examples = multiparagraph_examples(articles, random.Random(2), limit=10, negative_share=1.0)
+    positives = [e for e in examples if any(e.labels)]
+    negatives = [e for e in examples if not any(e.labels)]
+    assert len(positives) == 10 and len(negatives) == 10
+    for example in positives:
+        title = example.query.split(" of ")[1].split()[0]
+        number = example.query.split("fact ")[1].rstrip("?")
+        kept = [s for s, label in zip(example.sentences, example.labels) if label]
+        assert kept == [f"Its number is {number}{number}."]
+        assert all(s.startswith(title) or s.startswith("Its") for s in example.sentences)
+        assert 4 <= len(example.sentences) <= 8 and example.sentences[0] != title  # no title row
+    for example in negatives:  # same article, never the question's own paragraph
+        fact = example.query.split(" of ")[1].rstrip("?")
+        assert f"{fact} is here." not in example.sentences and len(example.sentences) >= 4
+    assert multiparagraph_examples([_article("Gamma", 3)], random.Random(2), limit=5) == []
+
+
+def test_mixture_adds_multiparagraph_passages_without_an_extra_folder():
+    base = [Example("q", ["t", "a"], [0, 1]), Example("q", ["t", "b"], [0, 0])]
+    examples, counts = build_mixture(base, None, seed=1, shared_articles=[_article("Alpha", 6)],
+                                     multiparagraph=4)
+    assert counts["multiparagraph"] >= 4 and "squad_train_v2" not in counts
+    assert len(examples) == sum(counts.values())
+
+
+def test_a_window_that_cuts_off_the_answer_is_trained_as_a_negative():
+    from agentmem.models.pruner import Pruner
+    from agentmem.models.registry import default_pruner_path
+    from agentmem.train.pruner import _encode
+
+    pruner = Pruner.load(default_pruner_path(), max_length=48)
+    filler = [f"Sentence {i} says nothing about the question at all." for i in range(8)]
+    early = Example("When were panels invented?", ["Panels came in 1883.", *filler], [1] + [0] * 8)
+    late = Example("When were panels invented?", [*filler, "Panels came in 1883."], [0] * 8 + [1])
+    ids, labels, relevant = _encode(pruner, early)
+    assert len(ids) <= 48 and relevant == 1 and 1 in labels
+    ids, labels, relevant = _encode(pruner, late)
+    assert late.relevant == 1 and relevant == 0 and 1 not in labels
 
 
 def test_training_resumes_from_its_saved_state(tmp_path):

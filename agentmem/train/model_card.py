@@ -17,6 +17,10 @@ def _extra_data(card: dict[str, Any]) -> str:
         lines.append(f"  - HotpotQA train questions with supporting-fact sentences, training slice "
                      f"({counts['hotpotqa_train']} passages with BM25-near distractors; "
                      "github.com/LightChen233/ECM @ aac9ae2), CC BY-SA 4.0.")
+    if "multiparagraph" in counts:
+        lines.append(f"  - Multi-paragraph passages of the SQuAD train articles above "
+                     f"({counts['multiparagraph']}: a question's paragraph among 1-3 others of "
+                     "its article, and same-article passages without it), CC BY-SA 4.0.")
     if "synthetic_chat" in counts:
         lines.append(f"  - Synthetic dated chat sessions rendered from the above "
                      f"({counts['synthetic_chat']}).")

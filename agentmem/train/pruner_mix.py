@@ -8,6 +8,11 @@ under one folder (``--extra``):
 - ``hotpotqa_train_evidence.jsonl``: HotpotQA train questions with their supporting-fact
   sentences (CC BY-SA 4.0); the training slice only (``dev_sets.is_dev`` holds the rest out),
   passages built with BM25-near distractors so the second hop must be found by reading.
+- Multi-paragraph passages (from the shared SQuAD train articles and the extra ones): a
+  question's paragraph among 1-3 other paragraphs of the same article, no title, and as many
+  same-article passages without it (nothing to keep). The model otherwise only ever sees one
+  paragraph, or another article's, so on ten same-topic paragraphs it keeps sentences of the
+  wrong ones with confidence; these are the hard negatives of that setting.
 - Synthetic chat sessions: passages rendered as a dated multi-speaker conversation, with filler
   turns and turns of other passages in between, so the model learns to find evidence in
   speaker-prefixed history where a turn may carry no words of its own.
@@ -49,6 +54,36 @@ def squad_json_records(articles: list[dict]) -> list[dict]:
     return records
 
 
+def multiparagraph_examples(articles: list[dict], rng: random.Random, limit: int,
+                            negative_share: float = 0.5) -> list[Example]:
+    """``limit`` questions of ``articles`` (SQuAD JSON), each as its paragraph among 1-3 other
+    paragraphs of the same article, in random order and without the title (as a long retrieved
+    context reads), plus for ``negative_share`` of them 2-3 other paragraphs of that article
+    alone, labelled 0: same topic, same names, no answer."""
+    records = squad_json_records(articles)
+    by_title: dict[str, list[list[str]]] = {}
+    for record in records:
+        group = by_title.setdefault(record["title"], [])
+        if record["sentences"] not in group:
+            group.append(record["sentences"])
+    rng.shuffle(records)
+    out = []
+    for record in records[:limit]:
+        others = [p for p in by_title[record["title"]] if p != record["sentences"]]
+        if len(others) < 3:
+            continue
+        chosen = rng.sample(others, rng.randint(1, 3))
+        groups = [(record["sentences"], record["labels"]), *((p, [0] * len(p)) for p in chosen)]
+        rng.shuffle(groups)
+        out.append(Example(record["question"], [s for p, _ in groups for s in p],
+                           [label for _, labels in groups for label in labels]))
+        if rng.random() < negative_share:
+            negatives = rng.sample(others, rng.randint(2, 3))
+            out.append(Example(record["question"], [s for p in negatives for s in p],
+                               [0] * sum(len(p) for p in negatives)))
+    return out
+
+
 def multihop_examples(source: Path, rng: random.Random) -> list[Example]:
     """The training slice as passages of 1-3 distractor groups (about one 224-token window)."""
     rows = read_multihop_rows(source, dev=False)
@@ -84,24 +119,32 @@ def chat_session(example: Example, others: list[Example], rng: random.Random) ->
     return Example(example.query, sentences, labels)
 
 
-def build_mixture(base: list[Example], extra: Path, *, seed: int, squad_limit: int | None = None,
+def build_mixture(base: list[Example], extra: Path | None, *, seed: int, squad_limit: int | None = None,
                   shared_limit: int | None = None, chat_share: float = 0.2,
-                  multihop_draws: int = 4) -> tuple[list[Example], dict[str, int]]:
+                  multihop_draws: int = 4, shared_articles: list[dict] | None = None,
+                  multiparagraph: int = 0) -> tuple[list[Example], dict[str, int]]:
     """``base`` (the shared-data examples, a random ``shared_limit`` of them) plus every extra
-    source present under ``extra``; returns the shuffled examples and a count per source."""
+    source present under ``extra``, plus ``multiparagraph`` multi-paragraph questions drawn
+    from ``shared_articles`` and the extra SQuAD articles; returns the shuffled examples and a
+    count per source."""
     rng = random.Random(seed + 1)
     out = rng.sample(base, min(shared_limit, len(base))) if shared_limit is not None else list(base)
     counts = {"shared": len(out)}
-    squad_file = extra / "squad_train_v2.json"
-    if squad_file.exists():
+    squad_file = extra / "squad_train_v2.json" if extra is not None else None
+    articles: list[dict] = []
+    if squad_file is not None and squad_file.exists():
         articles = json.loads(squad_file.read_text(encoding="utf-8"))["data"]
         records = squad_json_records(articles)
         rng.shuffle(records)
         added = squad_examples_from(records[:squad_limit], articles, rng)
         counts["squad_train_v2"] = len(added)
         out += added
-    multihop_file = extra / "hotpotqa_train_evidence.jsonl"
-    if multihop_file.exists():
+    if multiparagraph:
+        added = multiparagraph_examples([*(shared_articles or []), *articles], rng, multiparagraph)
+        counts["multiparagraph"] = len(added)
+        out += added
+    multihop_file = extra / "hotpotqa_train_evidence.jsonl" if extra is not None else None
+    if multihop_file is not None and multihop_file.exists():
         added = [e for _ in range(multihop_draws)  # each draw: other distractors, other order
                  for e in multihop_examples(multihop_file, rng)]
         counts["hotpotqa_train"] = len(added)
