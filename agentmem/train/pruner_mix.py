@@ -9,8 +9,8 @@ under one folder (``--extra``):
   sentences (CC BY-SA 4.0); the training slice only (``dev_sets.is_dev`` holds the rest out),
   passages built with BM25-near distractors so the second hop must be found by reading.
 - Multi-paragraph passages (from the shared SQuAD train articles and the extra ones): a
-  question's paragraph among 1-3 other paragraphs of the same article, no title, and as many
-  same-article passages without it (nothing to keep). The model otherwise only ever sees one
+  question's paragraph among 1-3 other paragraphs of the same article, no title, and for about
+  half of the questions 2-3 same-article paragraphs without it (nothing to keep). The model otherwise only ever sees one
   paragraph, or another article's, so on ten same-topic paragraphs it keeps sentences of the
   wrong ones with confidence; these are the hard negatives of that setting.
 - Synthetic chat sessions: passages rendered as a dated multi-speaker conversation, with filler
