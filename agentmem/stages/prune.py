@@ -101,7 +101,9 @@ class PruneSettings(BaseModel):
         0.4, ge=0, description="Share of the best score of the turns 2..window_turns away a "
         "sentence inherits, times window_decay per turn past the first: evidence spread over a "
         "stretch of the conversation is kept together.")
-    window_decay: float = Field(0.7, gt=0, le=1)
+    window_decay: float = Field(
+        0.7, gt=0, le=1, description="Factor on window_weight per turn of distance: the turn "
+        "d = 2..window_turns away inherits window_weight x window_decay^(d-1).")
     rerank_turns: int = Field(
         0, ge=0, description="Best recalled older turns the pruner rescores (0: embeddings and "
         "BM25 only, the fast path).")
