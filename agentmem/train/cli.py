@@ -45,6 +45,9 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
                                               "articles as multi-paragraph passages (their "
                                               "paragraph among others of the article, and "
                                               "same-article passages without it)."),
+           chat_qa: int = typer.Option(0, help="Add N conversational questions from the SGD train "
+                                       "dialogues in --extra/sgd (questions about earlier turns; "
+                                       "agentmem/train/pruner_chat.py)."),
            work: Optional[Path] = WORK_OPTION,
            save_every: int = typer.Option(100, help="Steps between saves of the training state."),
            resume: bool = RESUME_OPTION,
@@ -58,7 +61,8 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
     card = train_pruner(out, data_dir=data, base=base, epochs=epochs, batch_size=batch_size, lr=lr,
                         max_length=max_length, seed=seed, rank_weight=rank_weight, limit=limit,
                         dev_files=dev, extra=extra, squad_limit=squad_limit,
-                        shared_limit=shared_limit, init=init, multiparagraph=multiparagraph, work=work,
+                        shared_limit=shared_limit, init=init, multiparagraph=multiparagraph,
+                        chat_qa=chat_qa, work=work,
                         save_every=save_every, resume=resume, threads=threads,
                         log=lambda line: typer.echo(line))
     write_model_card(out, card, command.strip())

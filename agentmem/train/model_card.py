@@ -21,6 +21,11 @@ def _extra_data(card: dict[str, Any]) -> str:
         lines.append(f"  - Multi-paragraph passages of the SQuAD train articles above "
                      f"({counts['multiparagraph']}: a question's paragraph among 1-3 others of "
                      "its article, and same-article passages without it), CC BY-SA 4.0.")
+    if "sgd_chat_qa" in counts:
+        lines.append(f"  - Conversational QA passages from Schema-Guided Dialogue train files "
+                     f"({counts['sgd_chat_qa']}: questions about earlier turns, with same-service "
+                     "negatives; github.com/google-research-datasets/dstc8-schema-guided-dialogue "
+                     "@ e852981, never the chat dev set's files), CC BY-SA 4.0.")
     if "synthetic_chat" in counts:
         lines.append(f"  - Synthetic dated chat sessions rendered from the above "
                      f"({counts['synthetic_chat']}).")

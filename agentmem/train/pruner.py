@@ -90,7 +90,7 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
                  rank_weight: float = 0.2, limit: int | None = None,
                  dev_files: Sequence[Path] = (), extra: Path | None = None,
                  squad_limit: int | None = None, shared_limit: int | None = None,
-                 init: str | None = None, multiparagraph: int = 0,
+                 init: str | None = None, multiparagraph: int = 0, chat_qa: int = 0,
                  work: Path | None = None, save_every: int = 100, resume: bool = False,
                  threads: int | None = None, progress: bool = True, log=print) -> dict[str, Any]:
     """Train, calibrate the keep rule on ``dev_files``, save to ``out``; returns the card dict."""
@@ -108,14 +108,14 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
 
     examples = build_training_set(data_dir, seed=seed)
     counts = {"shared": len(examples)}
-    if extra is not None or multiparagraph:
+    if extra is not None or multiparagraph or chat_qa:
         from agentmem.train.pruner_mix import build_mixture
 
         shared_articles = json.loads((data_dir / "squad" / "train_articles.json")
                                      .read_text(encoding="utf-8"))["data"]
         examples, counts = build_mixture(examples, extra, seed=seed, squad_limit=squad_limit,
                                          shared_limit=shared_limit, shared_articles=shared_articles,
-                                         multiparagraph=multiparagraph)
+                                         multiparagraph=multiparagraph, chat_qa=chat_qa)
     examples = examples[:limit]
     encoded = [_encode(pruner, e) for e in examples]
     log(f"{len(encoded)} training examples ({sum(e[2] for e in encoded)} relevant; "

@@ -13,6 +13,9 @@ under one folder (``--extra``):
   half of the questions 2-3 same-article paragraphs without it (nothing to keep). The model otherwise only ever sees one
   paragraph, or another article's, so on ten same-topic paragraphs it keeps sentences of the
   wrong ones with confidence; these are the hard negatives of that setting.
+- ``sgd/``: Schema-Guided Dialogue train files (CC BY-SA 4.0), turned into conversational QA
+  passages by agentmem/train/pruner_chat.py (questions about earlier turns; never the chat dev
+  set's files).
 - Synthetic chat sessions: passages rendered as a dated multi-speaker conversation, with filler
   turns and turns of other passages in between, so the model learns to find evidence in
   speaker-prefixed history where a turn may carry no words of its own.
@@ -26,6 +29,7 @@ from pathlib import Path
 
 from agentmem.text import split_sentences
 from agentmem.train.dev_sets import multihop_records, read_multihop_rows
+from agentmem.train.pruner_chat import conversation_examples, read_train_dialogues
 from agentmem.train.pruner_data import NAMES, Example, squad_examples_from
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
@@ -122,11 +126,12 @@ def chat_session(example: Example, others: list[Example], rng: random.Random) ->
 def build_mixture(base: list[Example], extra: Path | None, *, seed: int, squad_limit: int | None = None,
                   shared_limit: int | None = None, chat_share: float = 0.2,
                   multihop_draws: int = 4, shared_articles: list[dict] | None = None,
-                  multiparagraph: int = 0) -> tuple[list[Example], dict[str, int]]:
+                  multiparagraph: int = 0, chat_qa: int = 0) -> tuple[list[Example], dict[str, int]]:
     """``base`` (the shared-data examples, a random ``shared_limit`` of them) plus every extra
     source present under ``extra``, plus ``multiparagraph`` multi-paragraph questions drawn
-    from ``shared_articles`` and the extra SQuAD articles; returns the shuffled examples and a
-    count per source."""
+    from ``shared_articles`` and the extra SQuAD articles, plus ``chat_qa`` conversational
+    questions from ``extra/sgd`` (after the synthetic chats, which are rendered from prose
+    only); returns the shuffled examples and a count per source."""
     rng = random.Random(seed + 1)
     out = rng.sample(base, min(shared_limit, len(base))) if shared_limit is not None else list(base)
     counts = {"shared": len(out)}
@@ -154,5 +159,10 @@ def build_mixture(base: list[Example], extra: Path | None, *, seed: int, squad_l
     chats = [chat_session(e, negatives, rng) for e in rng.sample(relevant, int(chat_share * len(relevant)))]
     counts["synthetic_chat"] = len(chats)
     out += chats
+    sgd = extra / "sgd" if extra is not None else None
+    if chat_qa and sgd is not None and sgd.is_dir():
+        added = conversation_examples(read_train_dialogues(sgd), rng, chat_qa)
+        counts["sgd_chat_qa"] = len(added)
+        out += added
     rng.shuffle(out)
     return out, counts
