@@ -74,12 +74,17 @@ def _names(value: str, text: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(value.lower())}(?!\w)", text.lower()) is not None
 
 
+def _parts(turn: dict[str, Any]) -> list[str]:
+    """A turn's sentences (the whole utterance when the splitter finds none)."""
+    return split(turn["utterance"]) or [turn["utterance"]]
+
+
 def _turn_labels(turn: dict[str, Any], index: int, fact: Fact) -> tuple[list[str], list[int]]:
     """A turn's sentences, and which of them hold ``fact``: in an evidence turn those naming
     its value, or every sentence when it names nothing itself (an acceptance: "Sounds good.");
     in any other turn of the dialogue a sentence that restates a distinctive value (a read-back
     answers the question too), never one that merely holds a short number like "2"."""
-    parts = split(turn["utterance"]) or [turn["utterance"]]
+    parts = _parts(turn)
     naming = [int(_names(fact.value, p)) for p in parts]
     if index in fact.evidence:
         return parts, naming if any(naming) else [1] * len(parts)
@@ -95,10 +100,10 @@ def _render(turns: list[tuple[int, dict[str, Any]]], fact: Fact | None, names: t
     labels: list[int] = [] if header is None else [0]
     for index, turn in turns:
         parts, marks = (_turn_labels(turn, index, fact) if fact is not None
-                        else (split(turn["utterance"]) or [turn["utterance"]], []))
+                        else (_parts(turn), [0] * len(_parts(turn))))
         speaker = names[0] if turn["speaker"] == "USER" else names[1]
         sentences += [f"{speaker}: {parts[0]}", *parts[1:]]
-        labels += marks or [0] * len(parts)
+        labels += marks
     return sentences, labels
 
 
