@@ -31,6 +31,21 @@ def _wait_healthy(url: str, process: subprocess.Popen, timeout: float = 180) -> 
     raise AssertionError("agentmem serve --workers did not start")
 
 
+def _wait_workers(url: str, count: int, timeout: float = 180) -> set[int]:
+    """Poll ``/healthz`` on fresh connections until ``count`` processes have answered: a
+    worker still importing the engine accepts nothing, so the first one up would otherwise
+    take every connection and the test would say nothing about sharing a session."""
+    seen: set[int] = set()
+    deadline = time.time() + timeout
+    while time.time() < deadline and len(seen) < count:
+        try:
+            seen.add(httpx.get(f"{url}/healthz", timeout=2).json()["process"])
+        except (httpx.HTTPError, ValueError, KeyError):
+            time.sleep(0.3)
+    assert len(seen) == count, f"only {len(seen)} of {count} workers came up"
+    return seen
+
+
 def test_two_workers_serve_one_session_and_stop_together(upstream, tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("models:\n  - name: echo\n    litellm_params:\n      model: openai/echo\n"
@@ -44,8 +59,13 @@ def test_two_workers_serve_one_session_and_stop_together(upstream, tmp_path):
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_healthy(url, process)
-        answered_by, history = set(), []
-        for turn in range(24):  # a new connection each time: the kernel spreads them
+        _wait_workers(url, 2)
+        answered_by: set[int] = set()
+        history: list[dict] = []
+        turn = 0
+        # A new connection each turn: the kernel spreads them. At least 24 turns, and on until
+        # both workers have served one (which worker accepts is the kernel's choice).
+        while turn < 24 or (len(answered_by) < 2 and turn < 120):
             history.append({"role": "user", "content": f"message {turn}"})
             with httpx.Client(base_url=url, timeout=60) as http:
                 reply = http.post("/v1/chat/completions", headers={"X-Session-Id": "workers"},
@@ -53,6 +73,7 @@ def test_two_workers_serve_one_session_and_stop_together(upstream, tmp_path):
                 assert reply.status_code == 200, reply.text
                 history.append(reply.json()["choices"][0]["message"])
                 answered_by.add(http.get("/healthz").json()["process"])
+            turn += 1
         stored = httpx.get(f"{url}/v1/sessions/workers", timeout=30).json()["turns"]
         assert [t["message"]["content"] for t in stored] == [m["content"] for m in history]
         assert len(answered_by) == 2, "one worker answered everything"
