@@ -10,12 +10,19 @@ import sys
 
 import pytest
 
-from agentmem.train.dev_sets import is_dev, multihop, multihop_records, read_multihop_rows
+from agentmem.train.dev_sets import (
+    hotpot,
+    is_dev,
+    multihop,
+    multihop_records,
+    read_multihop_rows,
+)
 from agentmem.train.pruner_data import Example
 from agentmem.train.pruner_mix import (
     build_mixture,
     chat_session,
     multiparagraph_examples,
+    musique_examples,
     squad_json_records,
 )
 from tests.test_train import SHARED_DATA
@@ -30,6 +37,51 @@ ARTICLES = {"version": "v2.0", "data": [{"title": "Solar_energy", "paragraphs": 
 ROWS = [{"question": f"Which river flows through city {i}?", "type": "bridge",
          "evidence": [f"City {i} lies on the river R{i}.", f"The river R{i} is {i} km long."]}
         for i in range(10)]
+
+
+def test_hotpot_layout_becomes_prune_records_with_the_supporting_facts_labelled(tmp_path):
+    rows = [{"_id": "a1", "question": "Where was the director of Film X born?", "type": "bridge",
+             "level": "easy",
+             "context": [["Film X", ["Film X is a 1990 film.", " It was directed by Jane Doe."]],
+                         ["Other", ["An unrelated paragraph.", ""]],
+                         ["Jane Doe", ["Jane Doe is a director.", " She was born in Paris."]]],
+             "supporting_facts": [["Film X", 1], ["Jane Doe", 1]]},
+            {"_id": "a2", "question": "Half-labelled?", "context": [["T", ["One sentence."]]],
+             "supporting_facts": [["T", 0], ["T", 3]]}]  # a fact the context lacks: skipped
+    source, out = tmp_path / "hotpot.json", tmp_path / "hotpot.jsonl"
+    source.write_text(json.dumps(rows))
+    assert hotpot(source, out) == 1
+    record = json.loads(out.read_text())
+    assert record["id"] == "hotpot-a1" and record["title"] is None
+    assert record["sentences"][1] == "It was directed by Jane Doe."  # stripped, blanks dropped
+    assert len(record["sentences"]) == 5
+    assert record["labels"] == [0, 1, 0, 0, 1]
+
+
+def test_musique_rows_label_the_sentences_naming_each_hops_answer(tmp_path):
+    def paragraph(idx, text, supporting=False):
+        return {"idx": idx, "title": f"T{idx}", "paragraph_text": text, "is_supporting": supporting}
+
+    rows = [{"id": "2hop__1", "question": "Who founded the publisher of Journal X?",
+             "paragraphs": [paragraph(0, "Journal X is a journal. It is published by Acme Press.", True),
+                            paragraph(1, "Acme Press was founded by Ann Lee. It sits in Leeds.", True),
+                            *(paragraph(i, f"Distractor {i} is a town. It has a river.")
+                              for i in range(2, 8))],
+             "question_decomposition": [{"answer": "Acme Press", "paragraph_support_idx": 0},
+                                        {"answer": "Ann Lee", "paragraph_support_idx": 1}]},
+            {"id": "2hop__2", "question": "Unlabelled?",  # a hop answer in no sentence: skipped
+             "paragraphs": [paragraph(0, "Nothing here.", True), paragraph(1, "Or here.")],
+             "question_decomposition": [{"answer": "Zed", "paragraph_support_idx": 0}]}]
+    source = tmp_path / "musique_train.json"
+    source.write_text(json.dumps(rows))
+    examples = musique_examples(source, random.Random(3), draws=4, distractors=(2, 4),
+                                negative_share=0.0)
+    assert len(examples) == 4 and {e.query for e in examples} == {rows[0]["question"]}
+    for example in examples:
+        kept = [s for s, label in zip(example.sentences, example.labels) if label]
+        assert kept == sorted(kept, key=example.sentences.index)
+        assert set(kept) == {"It is published by Acme Press.", "Acme Press was founded by Ann Lee."}
+        assert 4 + 4 <= len(example.sentences) <= 4 + 8  # two gold paragraphs, 2-4 distractors
 
 
 def test_squad_json_becomes_prune_records_labelled_by_answer_overlap():

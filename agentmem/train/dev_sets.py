@@ -16,9 +16,14 @@ dev file built from other data:
   Schema-Guided Dialogue dialogues, questions with known evidence turns
   (agentmem/train/chat_dev.py): the history settings are chosen on it, never on LoCoMo.
 
+- ``hotpot``: HotpotQA *train* rows in HotpotQA's own distractor layout (two gold paragraphs
+  among eight retrieved ones, supporting-fact sentences labelled): the shape of the issue's
+  held-out multi-hop set, for a check, not for choosing.
+
 ``python -m agentmem.train.dev_sets multihop SRC OUT [GROUPS SEED]`` (8 distractor groups, seed
 13 by default) / ``... multiparagraph SQUAD_DEV OUT`` / ``... chat SGD_FOLDER OUT
-[CONVERSATIONS SESSIONS SEED]`` (4 conversations of 55 sessions, seed 13 by default).
+[CONVERSATIONS SESSIONS SEED]`` (4 conversations of 55 sessions, seed 13 by default) /
+``... hotpot HOTPOT_TRAIN_ROWS.json OUT``.
 """
 
 from __future__ import annotations
@@ -85,6 +90,36 @@ def multihop(source: Path, out: Path, *, seed: int = 13, distractor_groups: int 
     return len(records)
 
 
+def hotpot_records(rows: list[dict]) -> list[dict]:
+    """HotpotQA's own distractor layout (``context``: ``[title, [sentence, ...]]`` for its ten
+    paragraphs, ``supporting_facts``: ``[title, sentence index]``) as prune records: every
+    paragraph's sentences in the given order, the supporting facts labelled 1. A row whose
+    facts name a sentence the context lacks is skipped rather than scored half-labelled."""
+    records = []
+    for number, row in enumerate(rows):
+        facts = {(title, int(index)) for title, index in row["supporting_facts"]}
+        sentences, labels = [], []
+        for title, paragraph in row["context"]:
+            for index, sentence in enumerate(paragraph):
+                if sentence.strip():
+                    sentences.append(sentence.strip())
+                    labels.append(int((title, index) in facts))
+        if sum(labels) != len(facts):
+            continue
+        records.append({"id": f"hotpot-{row.get('_id', number)}", "question": row["question"],
+                        "title": None, "sentences": sentences, "labels": labels,
+                        "type": row.get("type"), "level": row.get("level")})
+    return records
+
+
+def hotpot(source: Path, out: Path) -> int:
+    """A check file in HotpotQA's ten-paragraph layout from a JSON list of *train* rows
+    (agentmem/train/DATA.md names the source); never HotpotQA's dev split."""
+    records = hotpot_records(json.loads(source.read_text(encoding="utf-8")))
+    _write(out, records)
+    return len(records)
+
+
 def multiparagraph(squad_dev: Path, out: Path, *, seed: int = 13, paragraphs: int = 10,
                    limit: int | None = 300) -> int:
     """Answerable SQuAD dev questions, their paragraph among ``paragraphs - 1`` others of the
@@ -121,6 +156,8 @@ if __name__ == "__main__":
         count = chat(source, target, **options)
     elif kind == "multihop" and len(sys.argv) > 4:  # multihop SRC OUT GROUPS SEED
         count = multihop(source, target, distractor_groups=int(sys.argv[4]), seed=int(sys.argv[5]))
+    elif kind == "hotpot":  # hotpot HOTPOT_TRAIN_ROWS.json OUT
+        count = hotpot(source, target)
     else:
         count = (multihop if kind == "multihop" else multiparagraph)(source, target)
     print(f"wrote {count} records to {target}")

@@ -8,6 +8,9 @@ under one folder (``--extra``):
 - ``hotpotqa_train_evidence.jsonl``: HotpotQA train questions with their supporting-fact
   sentences (CC BY-SA 4.0); the training slice only (``dev_sets.is_dev`` holds the rest out),
   passages built with BM25-near distractors so the second hop must be found by reading.
+- ``musique_train.json``: MuSiQue train rows (CC BY 4.0): each hop's supporting Wikipedia
+  paragraph among the row's own retrieved distractor paragraphs, the sentences naming a hop's
+  answer labelled (``musique_examples``): long multi-paragraph contexts in HotpotQA's shape.
 - Multi-paragraph passages (from the shared SQuAD train articles and the extra ones): a
   question's paragraph among 1-3 other paragraphs of the same article, no title, and for about
   half of the questions 2-3 same-article paragraphs without it (nothing to keep). The model otherwise only ever sees one
@@ -27,7 +30,7 @@ import json
 import random
 from pathlib import Path
 
-from agentmem.text import split_sentences
+from agentmem.text import sentences, split_sentences
 from agentmem.train.dev_sets import multihop_records, read_multihop_rows
 from agentmem.train.pruner_chat import conversation_examples, read_train_dialogues
 from agentmem.train.pruner_data import NAMES, Example, squad_examples_from
@@ -95,6 +98,48 @@ def multihop_examples(source: Path, rng: random.Random) -> list[Example]:
             for r in multihop_records(rows, rng, distractors=(1, 3), prefix="multihop-train")]
 
 
+def musique_examples(source: Path, rng: random.Random, *, draws: int = 3,
+                     distractors: tuple[int, int] = (4, 8),
+                     negative_share: float = 0.3) -> list[Example]:
+    """MuSiQue train rows (a JSON list in MuSiQue's own layout: ``paragraphs`` with
+    ``is_supporting``, ``question_decomposition`` with each hop's ``answer`` and
+    ``paragraph_support_idx``) as long Wikipedia contexts in HotpotQA's shape: every hop's
+    supporting paragraph, split into sentences, among ``distractors`` of the row's own
+    retrieved non-supporting paragraphs, shuffled, ``draws`` times with other distractors.
+
+    MuSiQue labels paragraphs, not sentences; a sentence is labelled 1 when it names its hop's
+    answer (what the hop asks for, in the paragraph that supports it). A row where some hop's
+    answer is in no sentence of its paragraph is skipped rather than half-labelled. With
+    ``negative_share``, a draw also yields 2-3 distractor paragraphs alone (nothing to keep)."""
+    out = []
+    for row in json.loads(source.read_text(encoding="utf-8")):
+        paragraphs = {p["idx"]: sentences(p["paragraph_text"]) for p in row["paragraphs"]}
+        labelled: dict[int, list[int]] = {}
+        for hop in row.get("question_decomposition", []):
+            own = paragraphs.get(hop.get("paragraph_support_idx"), [])
+            names = [int(hop["answer"].lower() in s.lower()) for s in own]
+            if not any(names):
+                labelled = {}
+                break
+            previous = labelled.get(hop["paragraph_support_idx"], [0] * len(own))
+            labelled[hop["paragraph_support_idx"]] = [max(a, b) for a, b in zip(previous, names)]
+        if not labelled:
+            continue
+        others = [idx for idx, p in paragraphs.items() if idx not in labelled and p]
+        for _ in range(draws):
+            chosen = rng.sample(others, min(len(others), rng.randint(*distractors)))
+            groups = [(paragraphs[i], labels) for i, labels in labelled.items()]
+            groups += [(paragraphs[i], [0] * len(paragraphs[i])) for i in chosen]
+            rng.shuffle(groups)
+            out.append(Example(row["question"], [s for p, _ in groups for s in p],
+                               [label for _, labels in groups for label in labels]))
+            if others and rng.random() < negative_share:
+                alone = rng.sample(others, min(len(others), rng.randint(2, 3)))
+                out.append(Example(row["question"], [s for i in alone for s in paragraphs[i]],
+                                   [0] * sum(len(paragraphs[i]) for i in alone)))
+    return out
+
+
 def _date(rng: random.Random) -> str:
     hour, minute = rng.randint(1, 12), rng.choice(["00", "15", "30", "45"])
     return (f"{rng.randint(1, 28)} {rng.choice(MONTHS)} {rng.randint(2019, 2024)}, "
@@ -153,6 +198,11 @@ def build_mixture(base: list[Example], extra: Path | None, *, seed: int, squad_l
         added = [e for _ in range(multihop_draws)  # each draw: other distractors, other order
                  for e in multihop_examples(multihop_file, rng)]
         counts["hotpotqa_train"] = len(added)
+        out += added
+    musique_file = extra / "musique_train.json" if extra is not None else None
+    if musique_file is not None and musique_file.exists():
+        added = musique_examples(musique_file, rng)
+        counts["musique_train"] = len(added)
         out += added
     relevant = [e for e in out if any(e.labels)]
     negatives = [e for e in out if not any(e.labels)] or out
