@@ -17,6 +17,11 @@ def _extra_data(card: dict[str, Any]) -> str:
         lines.append(f"  - HotpotQA train questions with supporting-fact sentences, training slice "
                      f"({counts['hotpotqa_train']} passages with BM25-near distractors; "
                      "github.com/LightChen233/ECM @ aac9ae2), CC BY-SA 4.0.")
+    if "musique_train" in counts:
+        lines.append(f"  - MuSiQue train rows as long Wikipedia contexts ({counts['musique_train']}: "
+                     "each hop's supporting paragraph among the row's retrieved distractors, the "
+                     "sentences naming a hop's answer labelled; github.com/OSU-NLP-Group/HippoRAG "
+                     "@ 3d95d25), CC BY 4.0.")
     if "multiparagraph" in counts:
         lines.append(f"  - Multi-paragraph passages of the SQuAD train articles above "
                      f"({counts['multiparagraph']}: a question's paragraph among 1-3 others of "
