@@ -48,6 +48,9 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
            chat_qa: int = typer.Option(0, help="Add N conversational questions from the SGD train "
                                        "dialogues in --extra/sgd (questions about earlier turns; "
                                        "agentmem/train/pruner_chat.py)."),
+           musique_draws: int = typer.Option(3, help="Passages per MuSiQue row in "
+                                             "--extra/musique_train.json (other distractor "
+                                             "paragraphs, other order each time)."),
            work: Optional[Path] = WORK_OPTION,
            save_every: int = typer.Option(100, help="Steps between saves of the training state."),
            resume: bool = RESUME_OPTION,
@@ -62,7 +65,7 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
                         max_length=max_length, seed=seed, rank_weight=rank_weight, limit=limit,
                         dev_files=dev, extra=extra, squad_limit=squad_limit,
                         shared_limit=shared_limit, init=init, multiparagraph=multiparagraph,
-                        chat_qa=chat_qa, work=work,
+                        chat_qa=chat_qa, musique_draws=musique_draws, work=work,
                         save_every=save_every, resume=resume, threads=threads,
                         log=lambda line: typer.echo(line))
     write_model_card(out, card, command.strip())

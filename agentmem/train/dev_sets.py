@@ -42,6 +42,12 @@ def _write(out: Path, rows: list[dict]) -> None:
                    encoding="utf-8")
 
 
+def join_groups(groups: list[tuple[list[str], list[int]]]) -> tuple[list[str], list[int]]:
+    """Paragraphs with their sentence labels, in order, as one passage's sentences and labels."""
+    return ([sentence for paragraph, _ in groups for sentence in paragraph],
+            [label for _, labels in groups for label in labels])
+
+
 def is_dev(number: int) -> bool:
     """The held-out slice of a multi-hop source: two rows in five are dev, never trained on."""
     return number % 5 < 2
@@ -139,9 +145,9 @@ def multiparagraph(squad_dev: Path, out: Path, *, seed: int = 13, paragraphs: in
         chosen = rng.sample(others, min(paragraphs - 1, len(others)))
         groups = [(row["sentences"], row["labels"])] + [(p, [0] * len(p)) for p in chosen]
         rng.shuffle(groups)
+        sentences, labels = join_groups(groups)
         records.append({"id": row["id"] + "-x10", "question": row["question"], "title": None,
-                        "sentences": [s for p, _ in groups for s in p],
-                        "labels": [label for _, ls in groups for label in ls]})
+                        "sentences": sentences, "labels": labels})
     _write(out, records)
     return len(records)
 

@@ -91,6 +91,7 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
                  dev_files: Sequence[Path] = (), extra: Path | None = None,
                  squad_limit: int | None = None, shared_limit: int | None = None,
                  init: str | None = None, multiparagraph: int = 0, chat_qa: int = 0,
+                 musique_draws: int = 3,
                  work: Path | None = None, save_every: int = 100, resume: bool = False,
                  threads: int | None = None, progress: bool = True, log=print) -> dict[str, Any]:
     """Train, calibrate the keep rule on ``dev_files``, save to ``out``; returns the card dict."""
@@ -115,7 +116,8 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
                                      .read_text(encoding="utf-8"))["data"]
         examples, counts = build_mixture(examples, extra, seed=seed, squad_limit=squad_limit,
                                          shared_limit=shared_limit, shared_articles=shared_articles,
-                                         multiparagraph=multiparagraph, chat_qa=chat_qa)
+                                         multiparagraph=multiparagraph, chat_qa=chat_qa,
+                                         musique_draws=musique_draws)
     examples = examples[:limit]
     encoded = [_encode(pruner, e) for e in examples]
     log(f"{len(encoded)} training examples ({sum(e[2] for e in encoded)} relevant; "

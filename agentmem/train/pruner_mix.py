@@ -31,7 +31,7 @@ import random
 from pathlib import Path
 
 from agentmem.text import sentences, split_sentences
-from agentmem.train.dev_sets import multihop_records, read_multihop_rows
+from agentmem.train.dev_sets import join_groups, multihop_records, read_multihop_rows
 from agentmem.train.pruner_chat import conversation_examples, read_train_dialogues
 from agentmem.train.pruner_data import NAMES, Example, squad_examples_from
 
@@ -82,8 +82,7 @@ def multiparagraph_examples(articles: list[dict], rng: random.Random, limit: int
         chosen = rng.sample(others, rng.randint(1, 3))
         groups = [(record["sentences"], record["labels"]), *((p, [0] * len(p)) for p in chosen)]
         rng.shuffle(groups)
-        out.append(Example(record["question"], [s for p, _ in groups for s in p],
-                           [label for _, labels in groups for label in labels]))
+        out.append(Example(record["question"], *join_groups(groups)))
         if rng.random() < negative_share:
             negatives = rng.sample(others, rng.randint(2, 3))
             out.append(Example(record["question"], [s for p in negatives for s in p],
@@ -96,6 +95,20 @@ def multihop_examples(source: Path, rng: random.Random) -> list[Example]:
     rows = read_multihop_rows(source, dev=False)
     return [Example(r["question"], r["sentences"], r["labels"])
             for r in multihop_records(rows, rng, distractors=(1, 3), prefix="multihop-train")]
+
+
+def _hop_labels(hops: list[dict], paragraphs: dict[int, list[str]]) -> dict[int, list[int]]:
+    """Per supporting paragraph, its sentences naming some hop's answer; empty when a hop's
+    answer is in no sentence of its paragraph (the row is then not labelled at all)."""
+    labelled: dict[int, list[int]] = {}
+    for hop in hops:
+        own = paragraphs.get(int(hop.get("paragraph_support_idx", -1)), [])
+        names = [int(hop["answer"].lower() in s.lower()) for s in own]
+        if not any(names):
+            return {}
+        previous = labelled.get(hop["paragraph_support_idx"], [0] * len(own))
+        labelled[hop["paragraph_support_idx"]] = [max(a, b) for a, b in zip(previous, names)]
+    return labelled
 
 
 def musique_examples(source: Path, rng: random.Random, *, draws: int = 3,
@@ -114,15 +127,7 @@ def musique_examples(source: Path, rng: random.Random, *, draws: int = 3,
     out = []
     for row in json.loads(source.read_text(encoding="utf-8")):
         paragraphs = {p["idx"]: sentences(p["paragraph_text"]) for p in row["paragraphs"]}
-        labelled: dict[int, list[int]] = {}
-        for hop in row.get("question_decomposition", []):
-            own = paragraphs.get(hop.get("paragraph_support_idx"), [])
-            names = [int(hop["answer"].lower() in s.lower()) for s in own]
-            if not any(names):
-                labelled = {}
-                break
-            previous = labelled.get(hop["paragraph_support_idx"], [0] * len(own))
-            labelled[hop["paragraph_support_idx"]] = [max(a, b) for a, b in zip(previous, names)]
+        labelled = _hop_labels(row.get("question_decomposition", []), paragraphs)
         if not labelled:
             continue
         others = [idx for idx, p in paragraphs.items() if idx not in labelled and p]
@@ -131,8 +136,7 @@ def musique_examples(source: Path, rng: random.Random, *, draws: int = 3,
             groups = [(paragraphs[i], labels) for i, labels in labelled.items()]
             groups += [(paragraphs[i], [0] * len(paragraphs[i])) for i in chosen]
             rng.shuffle(groups)
-            out.append(Example(row["question"], [s for p, _ in groups for s in p],
-                               [label for _, labels in groups for label in labels]))
+            out.append(Example(row["question"], *join_groups(groups)))
             if others and rng.random() < negative_share:
                 alone = rng.sample(others, min(len(others), rng.randint(2, 3)))
                 out.append(Example(row["question"], [s for i in alone for s in paragraphs[i]],
@@ -171,12 +175,13 @@ def chat_session(example: Example, others: list[Example], rng: random.Random) ->
 def build_mixture(base: list[Example], extra: Path | None, *, seed: int, squad_limit: int | None = None,
                   shared_limit: int | None = None, chat_share: float = 0.2,
                   multihop_draws: int = 4, shared_articles: list[dict] | None = None,
-                  multiparagraph: int = 0, chat_qa: int = 0) -> tuple[list[Example], dict[str, int]]:
+                  multiparagraph: int = 0, chat_qa: int = 0,
+                  musique_draws: int = 3) -> tuple[list[Example], dict[str, int]]:
     """``base`` (the shared-data examples, a random ``shared_limit`` of them) plus every extra
     source present under ``extra``, plus ``multiparagraph`` multi-paragraph questions drawn
     from ``shared_articles`` and the extra SQuAD articles, plus ``chat_qa`` conversational
     questions from ``extra/sgd`` (after the synthetic chats, which are rendered from prose
-    only); returns the shuffled examples and a count per source."""
+    only), each MuSiQue row drawn ``musique_draws`` times; returns the shuffled examples and a count per source."""
     rng = random.Random(seed + 1)
     out = rng.sample(base, min(shared_limit, len(base))) if shared_limit is not None else list(base)
     counts = {"shared": len(out)}
@@ -201,7 +206,7 @@ def build_mixture(base: list[Example], extra: Path | None, *, seed: int, squad_l
         out += added
     musique_file = extra / "musique_train.json" if extra is not None else None
     if musique_file is not None and musique_file.exists():
-        added = musique_examples(musique_file, rng)
+        added = musique_examples(musique_file, rng, draws=musique_draws)
         counts["musique_train"] = len(added)
         out += added
     relevant = [e for e in out if any(e.labels)]
