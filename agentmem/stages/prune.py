@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentmem.conversation import agent_step_start, query_of, recent_start
-from agentmem.lexical import terms
+from agentmem.lexical import relative_bm25, terms
 from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
 from agentmem.report import Action, Decision
@@ -57,7 +57,10 @@ class PruneSettings(BaseModel):
         "or naver/xprovence-reranker-bgem3-v1, or a highlighter such as "
         "zilliz/semantic-highlight-bilingual-v1 (agentmem/models/highlighters.py; downloaded only "
         "with AGENTMEM_ALLOW_NETWORK=1); null: the shipped one.")
-    threshold: float | None = Field(None, ge=0, le=1, description="null: the checkpoint's.")
+    threshold: float | None = Field(
+        None, ge=0, description="null: the checkpoint's rule. Set alone (no fuse_* or margin), "
+        "a keep probability: the model's own rule, as Provence's threshold; with them, a "
+        "threshold on the fused score, which may pass 1.")
     rule: Literal["paper", "hf_code", "mean_prob"] | None = None
     floor: float | None = Field(
         None, ge=0, le=1, description="Share of a pruned tool output's tokens kept whatever the "
@@ -72,6 +75,15 @@ class PruneSettings(BaseModel):
         None, ge=0, description="The floor ranks a sentence by its query cosine plus this times "
         "its best cosine to a kept sentence (the second hop resembles the first); null: the "
         "checkpoint's.")
+    fuse_cosine: float | None = Field(
+        None, ge=0, description="Fused rule: weight of the query cosine added to a sentence's "
+        "keep probability (agentmem/models/keep_rule.py); null: the checkpoint's.")
+    fuse_lexical: float | None = Field(
+        None, ge=0, description="Fused rule: weight of the sentence's BM25 to the query, "
+        "relative to the output's best; null: the checkpoint's.")
+    margin: float | None = Field(
+        None, ge=0, description="Fused rule: also keep sentences within this of the output's "
+        "best fused score; null: the checkpoint's.")
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
@@ -141,7 +153,8 @@ class PruneSettings(BaseModel):
         arguments of ``Pruner.keep_rule``: the stage and ``/v1/highlight`` build one rule."""
         return {"threshold": self.threshold, "rule": self.rule, "floor": self.floor,
                 "min_similarity": self.min_similarity, "floor_tokens": self.floor_tokens,
-                "bridge": self.bridge}
+                "bridge": self.bridge, "fuse_cosine": self.fuse_cosine,
+                "fuse_lexical": self.fuse_lexical, "margin": self.margin}
 
 
 @dataclass
@@ -375,14 +388,17 @@ class PruneStage(Stage):
             probabilities, keep = [], []
             if head.spans:
                 scores = (await run_inference(_score_transcript, pruner, query, [head]))[head.index]
-                similarities, vectors = None, None
+                similarities, vectors, bm25 = None, None, None
                 embedder = context.state.embedder
                 # the query's cosine vetoes unrelated keeps and orders the floor (never
                 # waiting for a MiniLM that a restarted server is still loading)
                 if embedder.loaded and keep_rule.wants_similarities(scores):
                     similarities, vectors = await _query_cosines(context, head, query)
+                if keep_rule.fuse_lexical:
+                    bm25 = relative_bm25(query, [candidate.text[a:b] for a, b in head.spans])
                 probabilities = list(scores.probabilities)
-                keep = keep_rule.decide(scores, similarities=similarities, vectors=vectors)
+                keep = keep_rule.decide(scores, similarities=similarities, vectors=vectors,
+                                        lexical=None if bm25 is None else bm25.tolist())
             tail = candidate.spans[len(head.spans):]
             if tail:  # past the call's pruner budget: the query's terms decide
                 unscored += len(tail)

@@ -28,17 +28,27 @@ MIN_SIMILARITIES: tuple[float | None, ...] = (None, 0.2, 0.25, 0.3, 0.35, 0.4)
 # None: the floor is a share of the passage however long; else the most tokens it asks for
 FLOOR_TOKENS: tuple[int | None, ...] = (None,)
 BRIDGES: tuple[float, ...] = (0.0,)  # the floor's bridge weight (keep_rule.add_bridge)
+# The fused family (keep_rule.KeepRule.fused_keep), searched only when weights are given:
+# (cosine weight, BM25 weight) pairs, margins to the passage's best, thresholds on the fused
+# score (above 1 + both weights: the margin alone decides).
+FUSE_WEIGHTS: tuple[tuple[float, float], ...] = ()
+MARGINS: tuple[float | None, ...] = (None, 0.1, 0.2, 0.3, 0.4)
+FUSED_THRESHOLDS: tuple[float, ...] = (0.7, 0.9, 1.1, 1.3, 9.0)
 
 
 def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FLOORS,
               min_similarities: Sequence[float | None] = MIN_SIMILARITIES,
               floor_tokens: Sequence[int | None] = FLOOR_TOKENS,
-              bridges: Sequence[float] = BRIDGES, log=print) -> dict[str, Any]:
+              bridges: Sequence[float] = BRIDGES,
+              fuse_weights: Sequence[tuple[float, float]] = FUSE_WEIGHTS,
+              margins: Sequence[float | None] = MARGINS,
+              fused_thresholds: Sequence[float] = FUSED_THRESHOLDS, log=print) -> dict[str, Any]:
     """The keep rule with the best mean F1 over the dev files, and per-file metrics."""
     from agentmem.bench.formats import PruneRecord, read_jsonl
     from agentmem.bench.prune import (
         THRESHOLDS,
         kept_share,
+        lexical_scores,
         prune_metrics,
         pruner_keeps,
         pruner_scores,
@@ -52,18 +62,23 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
         records = read_jsonl(Path(path), PruneRecord)
         log(f"calibrate: scoring {len(records)} records of {Path(path).name}")
         domains[Path(path).name] = (records, pruner_scores(pruner, records),
-                                    *sentence_embeddings(embedder, records))
+                                    *sentence_embeddings(embedder, records),
+                                    lexical_scores(records))
 
     def evaluate(keep_rule: KeepRule) -> dict[str, dict[str, Any]]:
         out = {}
-        for name, (records, scores, similarities, vectors) in domains.items():
-            keeps = pruner_keeps(records, scores, keep_rule, similarities, vectors)
+        for name, (records, scores, similarities, vectors, lexical) in domains.items():
+            keeps = pruner_keeps(records, scores, keep_rule, similarities, vectors, lexical)
             out[name] = {**prune_metrics(records, keeps, keep_rule.threshold),
                          "kept_sentences": kept_share(keeps)}
         return out
 
     grid = [KeepRule(t, r, f, m, most, bridge) for r in RULES for t in THRESHOLDS for f in floors
             for m in min_similarities for most in floor_tokens for bridge in bridges]
+    grid += [KeepRule(t, "mean_prob", f, m, most, bridge, cosine, lexical, margin)
+             for cosine, lexical in fuse_weights for t in fused_thresholds for margin in margins
+             for f in floors for m in min_similarities for most in floor_tokens
+             for bridge in bridges]
     log(f"calibrate: {len(grid):,} rules x {len(domains)} dev files")
     results = [(keep_rule, evaluate(keep_rule)) for keep_rule in grid]
 
@@ -75,17 +90,24 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
 
     chosen, metrics = max(results, key=mean_f1)
     best_alone = {name: max(results, key=f1_of(name)) for name in domains}
-    return {
-        "rule": chosen.rule, "threshold": chosen.threshold, "floor": chosen.floor,
-        "min_similarity": chosen.min_similarity, "floor_tokens": chosen.floor_tokens,
-        "bridge": chosen.bridge, "mean_f1": mean_f1((chosen, metrics)), "domains": metrics,
-        "best_per_domain": {name: {"rule": k.rule, "threshold": k.threshold, "floor": k.floor,
-                                   "min_similarity": k.min_similarity,
-                                   "floor_tokens": k.floor_tokens, "bridge": k.bridge,
-                                   "f1": m[name]["f1"]}
-                            for name, (k, m) in best_alone.items()},
-        "dev_files": [str(p) for p in dev_files],
-    }
+    unfused = [item for item in results if not item[0].fused]
+    out = {**settings_of(chosen), "mean_f1": mean_f1((chosen, metrics)), "domains": metrics,
+           "best_per_domain": {name: {**settings_of(k), "f1": m[name]["f1"]}
+                               for name, (k, m) in best_alone.items()},
+           "dev_files": [str(p) for p in dev_files]}
+    if fuse_weights and unfused:  # what the fused family adds over the best unfused rule
+        rule, unfused_metrics = max(unfused, key=mean_f1)
+        out["best_unfused"] = {**settings_of(rule), "mean_f1": mean_f1((rule, unfused_metrics)),
+                               "f1": {name: m["f1"] for name, m in unfused_metrics.items()}}
+    return out
+
+
+def settings_of(keep_rule: KeepRule) -> dict[str, Any]:
+    """A keep rule's settings by the names calibration results and ``store`` use."""
+    return {"rule": keep_rule.rule, "threshold": keep_rule.threshold, "floor": keep_rule.floor,
+            "min_similarity": keep_rule.min_similarity, "floor_tokens": keep_rule.floor_tokens,
+            "bridge": keep_rule.bridge, "fuse_cosine": keep_rule.fuse_cosine,
+            "fuse_lexical": keep_rule.fuse_lexical, "margin": keep_rule.margin}
 
 
 def store(checkpoint: Path, calibration: dict[str, Any]) -> None:
@@ -97,7 +119,10 @@ def store(checkpoint: Path, calibration: dict[str, Any]) -> None:
                   agentmem_keep_floor=calibration["floor"],
                   agentmem_min_similarity=calibration.get("min_similarity"),
                   agentmem_keep_floor_tokens=calibration.get("floor_tokens"),
-                  agentmem_keep_bridge=calibration.get("bridge", 0.0))
+                  agentmem_keep_bridge=calibration.get("bridge", 0.0),
+                  agentmem_fuse_cosine=calibration.get("fuse_cosine", 0.0),
+                  agentmem_fuse_lexical=calibration.get("fuse_lexical", 0.0),
+                  agentmem_keep_margin=calibration.get("margin"))
     config_file.write_text(json.dumps(config, indent=2) + "\n")
     training_file = checkpoint / "training.json"
     training = json.loads(training_file.read_text()) if training_file.exists() else {}

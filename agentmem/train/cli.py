@@ -90,14 +90,29 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
                   "cap (default: none only)."),
               bridges: Optional[str] = typer.Option(
                   None, help="Weights of the floor's bridge term to try, comma-separated "
-                  "(default: 0 only).")):
+                  "(default: 0 only)."),
+              fuse_weights: Optional[str] = typer.Option(
+                  None, help="Also search the fused rule (model + cosine + BM25): its "
+                  "COSINE:BM25 weight pairs, comma-separated, e.g. 0.6:0.7,1.0:0.7 (default: "
+                  "none, the fused family is not searched)."),
+              margins: Optional[str] = typer.Option(
+                  None, help="Fused rule: margins to the passage's best to try, 'none' for "
+                  "none (default: MARGINS)."),
+              fused_thresholds: Optional[str] = typer.Option(
+                  None, help="Fused rule: thresholds on the fused score to try (default: "
+                  "FUSED_THRESHOLDS).")):
     """Choose the pruner's keep rule (sentence rule, threshold, token floor and its cap, least
-    query cosine) for the best mean F1 over the dev files, one per domain; the stage, the bench
-    and /v1/highlight then use it."""
+    query cosine, and with --fuse-weights the fused rule's weights and margin) for the best
+    mean F1 over the dev files, one per domain; the stage, the bench and /v1/highlight then
+    use it."""
     import json
 
     from agentmem.models.pruner import Pruner
     from agentmem.train import calibrate as calibration
+
+    def pair(text: str) -> tuple[float, float]:
+        cosine, _, lexical = text.partition(":")
+        return float(cosine), float(lexical or 0)
 
     def values(text: Optional[str], cast, default):
         if text is None:
@@ -109,7 +124,10 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
         floors=values(floors, float, calibration.FLOORS),
         min_similarities=values(min_similarities, float, calibration.MIN_SIMILARITIES),
         floor_tokens=values(floor_tokens, int, calibration.FLOOR_TOKENS),
-        bridges=values(bridges, float, calibration.BRIDGES))
+        bridges=values(bridges, float, calibration.BRIDGES),
+        fuse_weights=[pair(item) for item in fuse_weights.split(",")] if fuse_weights else (),
+        margins=values(margins, float, calibration.MARGINS),
+        fused_thresholds=values(fused_thresholds, float, calibration.FUSED_THRESHOLDS))
     if write:
         calibration.store(checkpoint, result)
     typer.echo(json.dumps(result, indent=2))

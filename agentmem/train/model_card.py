@@ -75,7 +75,9 @@ A Provence-style sentence pruner and reranker (token keep/drop head + rerank hea
 {_extra_data(card)}{_calibration(card)}- Initialised from: {card.get("init") or "the base encoder"}.
 - Sentence rule, threshold, floor and least query cosine in config.json: rule `{dev['rule']}`,
   threshold {dev['threshold']}, floor {dev.get('floor', 0.0)} (at most {dev.get('floor_tokens')} tokens;
-  None: no cap; bridge {dev.get('bridge', 0.0)}), min_similarity {dev.get('min_similarity')}.
+  None: no cap; bridge {dev.get('bridge', 0.0)}), min_similarity {dev.get('min_similarity')};
+  fused score weights: cosine {dev.get('fuse_cosine', 0.0)}, BM25 {dev.get('fuse_lexical', 0.0)},
+  margin {dev.get('margin')} (all 0/None: the model's probabilities alone).
 - Metrics on squad_dev (1139 records; FORMATS.md prune keys): F1 {dev['f1']:.3f},
   precision {dev['precision']:.3f}, recall {dev['recall']:.3f}, micro-F1 {dev['micro_f1']:.3f},
   negative keep rate {dev['negative_keep_rate']:.3f}, compression {dev['compression']:.3f}.
@@ -83,6 +85,7 @@ A Provence-style sentence pruner and reranker (token keep/drop head + rerank hea
 - Layout: `bert.*` backbone, `pooler.dense`, `classifier` (rerank, 1 logit),
   `token_classifier` (keep/drop, 2 logits); `config.json` carries `agentmem_model_type`,
   `agentmem_sentence_rule`, `agentmem_threshold`, `agentmem_keep_floor`,
-  `agentmem_keep_floor_tokens`, `agentmem_keep_bridge`, `agentmem_min_similarity`.
+  `agentmem_keep_floor_tokens`, `agentmem_keep_bridge`, `agentmem_min_similarity`,
+  `agentmem_fuse_cosine`, `agentmem_fuse_lexical`, `agentmem_keep_margin`.
 """
     (folder / "MODEL_CARD.md").write_text(text)
