@@ -164,6 +164,10 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
     config.agentmem_min_similarity = metrics["min_similarity"]
     config.agentmem_keep_floor_tokens = metrics["floor_tokens"]
     config.agentmem_keep_bridge = metrics["bridge"]
+    # the whole rule: a run continued from a fused checkpoint must not keep its weights
+    config.agentmem_fuse_cosine = metrics["fuse_cosine"]
+    config.agentmem_fuse_lexical = metrics["fuse_lexical"]
+    config.agentmem_keep_margin = metrics["margin"]
     _save(out, model, tokenizer, config)
     card = {"base": base_name, "init": init, "examples": len(encoded), "counts": counts,
             "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
@@ -185,7 +189,8 @@ def _choose_thresholds(pruner: Pruner, dev_files: Sequence[Path], log) -> dict[s
     return {**metrics, "rule": calibration["rule"], "threshold": calibration["threshold"],
             "floor": calibration["floor"], "min_similarity": calibration["min_similarity"],
             "floor_tokens": calibration["floor_tokens"], "bridge": calibration["bridge"],
-            "calibration": calibration}
+            "fuse_cosine": calibration["fuse_cosine"], "fuse_lexical": calibration["fuse_lexical"],
+            "margin": calibration["margin"], "calibration": calibration}
 
 
 def _save(out: Path, model: ProvenceModel, tokenizer, config) -> None:
