@@ -12,7 +12,7 @@ from __future__ import annotations
 import string
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -97,18 +97,18 @@ class Pruner:
         threshold or sentence rule given without any fused setting means the model's own
         probabilities (Provence's ``threshold``), so a fused checkpoint's weights and margin
         are then dropped rather than applied to a threshold on another scale."""
-        plain = (threshold is not None or rule is not None) and (
-            fuse_cosine is None and fuse_lexical is None and margin is None)
-        if plain:
-            fuse_cosine, fuse_lexical = 0.0, 0.0
-        return KeepRule(self.threshold if threshold is None else threshold, rule or self.rule,
-                        self.floor if floor is None else floor,
-                        self.min_similarity if min_similarity is None else min_similarity,
-                        self.floor_tokens if floor_tokens is None else floor_tokens,
-                        self.bridge if bridge is None else bridge,
-                        self.fuse_cosine if fuse_cosine is None else fuse_cosine,
-                        self.fuse_lexical if fuse_lexical is None else fuse_lexical,
-                        None if plain else self.margin if margin is None else margin)
+        given: dict[str, Any] = {name: value for name, value in (
+            ("threshold", threshold), ("rule", rule), ("floor", floor),
+            ("min_similarity", min_similarity), ("floor_tokens", floor_tokens),
+            ("bridge", bridge), ("fuse_cosine", fuse_cosine), ("fuse_lexical", fuse_lexical),
+            ("margin", margin)) if value is not None}
+        checkpoint = KeepRule(self.threshold, self.rule, self.floor, self.min_similarity,
+                              self.floor_tokens, self.bridge, self.fuse_cosine,
+                              self.fuse_lexical, self.margin)
+        if given.keys() & {"threshold", "rule"} and not given.keys() & {
+                "fuse_cosine", "fuse_lexical", "margin"}:
+            checkpoint = replace(checkpoint, fuse_cosine=0.0, fuse_lexical=0.0, margin=None)
+        return replace(checkpoint, **given)
 
     # -- scoring -------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ checkpoint's config.json, which the stage, the bench and ``/v1/highlight`` read.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -103,11 +104,9 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
 
 
 def settings_of(keep_rule: KeepRule) -> dict[str, Any]:
-    """A keep rule's settings by the names calibration results and ``store`` use."""
-    return {"rule": keep_rule.rule, "threshold": keep_rule.threshold, "floor": keep_rule.floor,
-            "min_similarity": keep_rule.min_similarity, "floor_tokens": keep_rule.floor_tokens,
-            "bridge": keep_rule.bridge, "fuse_cosine": keep_rule.fuse_cosine,
-            "fuse_lexical": keep_rule.fuse_lexical, "margin": keep_rule.margin}
+    """A keep rule's settings by the names calibration results and ``store`` use (its
+    fields)."""
+    return asdict(keep_rule)
 
 
 def store(checkpoint: Path, calibration: dict[str, Any]) -> None:
