@@ -210,8 +210,9 @@ def echo_upstream(host: str = typer.Option("127.0.0.1"), port: int = typer.Optio
 
 
 @app.command("export-onnx")
-def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder, pruner, nli, "
-                                                   "nli-int8 (default: all four).")):
+def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder, pruner, "
+                                                   "pruner-int8, nli, nli-int8 (default: all "
+                                                   "five).")):
     """Export the shipped models to ONNX for the torch-free runtime (a developer's step after
     retraining a checkpoint; needs torch and onnx: the ``[dev]`` install)."""
     import importlib.util
@@ -222,7 +223,8 @@ def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder,
     if not torch_available() or importlib.util.find_spec("onnxscript") is None:
         _fail("agentmem: export-onnx needs torch, transformers, sentence-transformers, onnx and "
               "onnxscript: pip install -c constraints.txt \"agentmem-hygiene[dev]\"")
-    known = ["embedder", "pruner", "nli", "nli-int8"]  # nli-int8 is made from nli: after it
+    # each int8 copy is made from its float checkpoint: after it
+    known = ["embedder", "pruner", "pruner-int8", "nli", "nli-int8"]
     which = models or known
     unknown = sorted(set(which) - set(known))
     if unknown:

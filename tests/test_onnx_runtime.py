@@ -26,7 +26,9 @@ from agentmem.models.registry import (
     default_embedder_onnx_path,
     default_nli_path,
     default_nli_screen_path,
+    default_pruner_int8_path,
     default_pruner_path,
+    pruner_path,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,7 +153,8 @@ def test_settings_choose_the_runtime_for_the_library(tmp_path, monkeypatch, runt
 # -- the shipped ONNX files --------------------------------------------------------------------
 
 @pytest.mark.parametrize("folder", [default_embedder_onnx_path(), default_pruner_path(),
-                                    default_nli_path(), default_nli_screen_path()])
+                                    default_pruner_int8_path(), default_nli_path(),
+                                    default_nli_screen_path()])
 def test_shipped_onnx_files_match_their_weights(folder):
     """A checkpoint retrained without ``agentmem export-onnx`` fails here, not in production
     (the int8 screen records the float NLI weights it was made from, in their folder)."""
@@ -252,6 +255,45 @@ def test_pruner_parity_with_torch():
         == torch_pruner.tokenizer.convert_ids_to_tokens(theirs["input_ids"])
 
 
+def test_the_int8_pruner_reads_each_block_alone_and_close_to_the_float_one():
+    """The int8 copy quantises activations per run, so it runs block by block: a passage's
+    scores are the same alone and batched with others. Its scores stay near the float
+    model's and it makes the same decisions on the parity passages (the model card gives the
+    dev-file F1 of both)."""
+    from agentmem.models.ort import load_pruner
+
+    int8, float32 = load_pruner(default_pruner_int8_path()), load_pruner(default_pruner_path())
+    assert int8.model.one_block_per_run and not float32.model.one_block_per_run
+    question, passage = PASSAGES[1]
+    alone = int8.score_batch([(question, passage.split(". "))])[0]
+    batched = int8.score_batch([(q, p.split(". ")) for q, p in PASSAGES], batch_size=8)[1]
+    assert alone.probabilities == batched.probabilities
+    questions = [q for q, _ in PASSAGES]
+    contexts = [[c] for _, c in PASSAGES]
+    by_int8 = int8.process(questions, contexts, batch_size=4)
+    by_float = float32.process(questions, contexts, batch_size=4)
+    gaps, agree, total = [], 0, 0
+    for qi in range(len(PASSAGES)):
+        for ours, theirs in zip(by_int8["sentences"][qi][0], by_float["sentences"][qi][0]):
+            gaps.append(abs(ours["probability"] - theirs["probability"]))
+            agree += ours["kept"] == theirs["kept"]
+            total += 1
+    assert total >= 30 and agree / total >= 0.9
+    assert float(np.mean(gaps)) < 0.05
+
+
+def test_a_policy_names_the_int8_pruner_by_its_folder_name(monkeypatch, runtime_reset):
+    """``prune.checkpoint: pruner-minilm-int8`` is the shipped int8 copy, which runs on ONNX
+    Runtime whatever the setting (it has no torch weights); null is the float checkpoint."""
+    monkeypatch.delenv(backend.ENV, raising=False)
+    assert pruner_path(None) == default_pruner_path()
+    assert pruner_path("pruner-minilm-int8") == default_pruner_int8_path()
+    assert pruner_path("naver/provence-reranker-debertav3-v1") == \
+        "naver/provence-reranker-debertav3-v1"
+    backend.configure("torch")
+    assert backend.runtime_for(default_pruner_int8_path()) == "onnx"
+
+
 def test_nli_parity_with_torch():
     _need_torch()
     from agentmem.models.nli import NLIModel
@@ -341,3 +383,16 @@ def test_the_embedder_batches_shortest_first_and_returns_rows_in_order():
     together = embedder.encode(texts)
     alone = np.vstack([embedder.encode([text]) for text in texts])
     assert together.shape == (4, 384) and np.allclose(together, alone, atol=1e-5)
+
+
+def test_the_prune_speed_bench_times_each_checkpoint_on_the_same_records():
+    from agentmem.bench.formats import PruneRecord
+    from agentmem.bench.prune_speed import read_times
+
+    records = [PruneRecord(id=f"r{i}", question=q, title=None, sentences=c.split(". "),
+                           labels=[0] * len(c.split(". "))) for i, (q, c) in enumerate(PASSAGES[:3])]
+    result = read_times(records, ["pruner-minilm", "pruner-minilm-int8"], passes=1)
+    assert result["records"] == 3 and result["median_sentences"] == 5
+    for name in ("pruner-minilm", "pruner-minilm-int8"):
+        timing = result["checkpoints"][name]
+        assert 0 < timing["p50_ms"] <= timing["p90_ms"]

@@ -134,9 +134,9 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
     from agentmem.bench.formats import PruneRecord, read_jsonl
     from agentmem.models.embedder import default_embedder
     from agentmem.models.pruner import cached_pruner
-    from agentmem.models.registry import default_pruner_path
+    from agentmem.models.registry import pruner_path
 
-    pruner = cached_pruner(checkpoint or default_pruner_path())  # on the configured runtime
+    pruner = cached_pruner(pruner_path(checkpoint))  # on the configured runtime
     scores = pruner_scores(pruner, records)
     keep_rule = pruner.keep_rule() if floor is None else pruner.keep_rule(floor=floor)
     embedder = default_embedder()

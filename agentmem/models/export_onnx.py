@@ -262,20 +262,11 @@ def export_nli(folder: Path) -> dict[str, Any]:
 
 def export_nli_int8(source: Path, target: Path) -> dict[str, Any]:
     """The NLI checkpoint in ``source`` as an int8 ONNX model in ``target``: the clash check's
-    screen (``quarantine.nli_screen``).
-
-    Weights (the encoder's matrices per output channel, and the embeddings) are stored in int8
-    and activations quantised per call (ONNX Runtime's dynamic quantisation); the products of
-    two activations (attention scores and context) stay in float32. On a 2-core CPU that is
-    ~1.5 ms a sentence pair instead of ~5, at 23 MB. Its probabilities differ from the float
-    model's by 0.02 on average, so it decides nothing on its own: it lets go the pairs it is
-    sure of and the float model scores the rest. Attention is exported in its plain ("eager")
-    form, whose matrix products the quantiser recognises.
-    """
-    import tempfile
-
+    screen (``quarantine.nli_screen``). On a 2-core CPU that is ~1.5 ms a sentence pair
+    instead of ~5, at 23 MB. Its probabilities differ from the float model's by 0.02 on
+    average, so it decides nothing on its own: it lets go the pairs it is sure of and the float
+    model scores the rest (see ``_quantise``)."""
     import torch
-    from onnxruntime.quantization import QuantType, quantize_dynamic
     from transformers import AutoModelForSequenceClassification
 
     from agentmem.models.nli import label_order
@@ -283,21 +274,75 @@ def export_nli_int8(source: Path, target: Path) -> dict[str, Any]:
     model = AutoModelForSequenceClassification.from_pretrained(
         str(source), local_files_only=True, dtype=torch.float32, attn_implementation="eager").eval()
     label_order(model.config.id2label or {})  # a 3-way NLI model, or stop here
+    return _quantise(lambda path: _export_nli(model, path, float16=False), source, target,
+                     "nli-int8")
+
+
+def export_pruner_int8(source: Path, target: Path) -> dict[str, Any]:
+    """The pruner checkpoint in ``source`` as an int8 ONNX model in ``target``
+    (``prune.checkpoint: pruner-minilm-int8``).
+
+    Why: the pruner reads on the call path (a large tool output, ``/v1/highlight``), where a
+    512-token block costs ~0.25 s in float32 on one core of a 2-core CPU; the int8 copy reads a
+    1,200-token output 1.8x faster, with nearly the float model's decisions (model card:
+    ``checkpoints/pruner-minilm-int8/MODEL_CARD.md``). Its activations are quantised per run,
+    so ``OnnxProvence`` runs it one block at a time: a block's scores never depend on which
+    other blocks share its batch."""
+    import torch
+
+    from agentmem.models.provence import load_model
+
+    model, _, _ = load_model(source)
+    model = model.float()
+    model.backbone.config._attn_implementation = "eager"  # matrix products the quantiser sees
+
+    class Heads(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.model(input_ids, attention_mask)
+
+    ids = torch.ones((2, 16), dtype=torch.long)
+    return _quantise(lambda path: _export(Heads(), (ids, torch.ones_like(ids)),
+                                          ["input_ids", "attention_mask"],
+                                          ["rank_logits", "token_logits"], path, float16=False),
+                     source, target, "pruner-int8")
+
+
+def _quantise(export: Any, source: Path, target: Path, what: str) -> dict[str, Any]:
+    """``export(path)`` writes the float32 graph; it is stored in ``target`` in int8.
+
+    Weights (the encoder's matrices per output channel, and the embeddings) are stored in int8
+    and activations quantised per run (ONNX Runtime's dynamic quantisation); the products of
+    two activations (attention scores and context) stay in float32. Attention must be exported
+    in its plain ("eager") form, whose matrix products the quantiser recognises. The config
+    (and with it a pruner's calibrated keep rule) and tokenizer files are copied from
+    ``source``; the record names the weights the graph was made from, so a retrained
+    checkpoint whose int8 copy was not redone fails ``tests/test_onnx_runtime.py``."""
+    import tempfile
+
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         float32 = Path(scratch) / ONNX_FILE
-        _export_nli(model, float32, float16=False)
+        export(float32)
         quantize_dynamic(float32, target / ONNX_FILE, weight_type=QuantType.QInt8,
                          op_types_to_quantize=["MatMul", "Gather"], per_channel=True,
                          nodes_to_exclude=_activation_products(float32))
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(source / name, target / name)
     weights = source / "model.safetensors"
-    record = {"model": "nli-int8", "source": f"../{source.name}/{weights.name}",
+    record = {"model": what, "source": f"../{source.name}/{weights.name}",
               "source_sha256": sha256_of(weights), "onnx_sha256": sha256_of(target / ONNX_FILE),
               "opset": OPSET, "exported_with": f"torch {torch.__version__}",
               "storage": "int8 weights per output channel and int8 embeddings; activations "
-                         "quantised per call (onnxruntime quantize_dynamic)"}
+                         "quantised per call (onnxruntime quantize_dynamic)",
+              "dynamic_int8": True}
     (target / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return record
 
@@ -313,16 +358,20 @@ def _activation_products(path: Path) -> list[str]:
 
 
 def export_all(which: list[str]) -> list[dict[str, Any]]:
-    """Export the shipped models named in ``which`` (embedder, pruner, nli, nli-int8) in place."""
+    """Export the shipped models named in ``which`` (embedder, pruner, pruner-int8, nli,
+    nli-int8) in place."""
     from agentmem.models.registry import (
         default_embedder_onnx_path,
         default_nli_path,
         default_nli_screen_path,
+        default_pruner_int8_path,
         default_pruner_path,
     )
 
     jobs = {"embedder": lambda: export_embedder(Path(default_embedder_onnx_path())),
             "pruner": lambda: export_pruner(Path(default_pruner_path())),
+            "pruner-int8": lambda: export_pruner_int8(Path(default_pruner_path()),
+                                                      Path(default_pruner_int8_path())),
             "nli": lambda: export_nli(Path(default_nli_path())),
             "nli-int8": lambda: export_nli_int8(Path(default_nli_path()), Path(default_nli_screen_path()))}
     return [jobs[name]() for name in which]

@@ -139,8 +139,24 @@ class OnnxProvence:
 
     def __init__(self, folder: str | Path) -> None:
         self.session = session(onnx_file(folder, verify=True))
+        record = Path(folder) / RECORD_FILE
+        # an int8 graph quantises its activations per run: a block run with others would get
+        # scores that depend on them (and pay for their padding), so each block runs alone
+        self.one_block_per_run = bool(record.is_file() and
+                                      json.loads(record.read_text()).get("dynamic_int8"))
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not self.one_block_per_run or len(ids) == 1:
+            return self._run(ids, mask)
+        rank = np.zeros(len(ids), np.float32)
+        probabilities = np.zeros(ids.shape, np.float32)
+        for row, length in enumerate(mask.sum(axis=1).tolist()):
+            length = max(int(length), 1)
+            one_rank, one_tokens = self._run(ids[row:row + 1, :length], mask[row:row + 1, :length])
+            rank[row], probabilities[row, :length] = one_rank[0], one_tokens[0]
+        return rank, probabilities
+
+    def _run(self, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rank, tokens = self.session.run(["rank_logits", "token_logits"],
                                         {"input_ids": ids, "attention_mask": mask})
         return np.asarray(rank, dtype=np.float32), _softmax(tokens)[..., 1]

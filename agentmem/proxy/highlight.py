@@ -42,7 +42,7 @@ class HighlightRequest(BaseModel):
 @router.post("/v1/highlight")
 async def highlight(request: Request, tenant: str = Depends(tenant_of)):
     from agentmem.models.pruner import cached_pruner
-    from agentmem.models.registry import default_pruner_path
+    from agentmem.models.registry import pruner_path
 
     body = await read_json(request, request.app.state.settings.max_body_bytes)
     try:
@@ -51,7 +51,7 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
         message, param = describe_validation_error(error)
         raise InvalidRequest(message, param=param) from None
     policy = request.app.state.hygiene.policy
-    pruner = await run_inference(cached_pruner, policy.prune.checkpoint or default_pruner_path())
+    pruner = await run_inference(cached_pruner, pruner_path(policy.prune.checkpoint))
     context = query.text if query.text is not None else query.sentences
     settings = policy.prune  # the stage's rule, so a highlight shows what the stage would keep
     overrides = settings.keep_rule_overrides()

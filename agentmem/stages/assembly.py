@@ -152,7 +152,7 @@ class AssemblyStage(Stage):
                         settings: CompressionSettings) -> None:
         from agentmem.ingest import message_tokens, tools_tokens
         from agentmem.models.pruner import cached_pruner
-        from agentmem.models.registry import default_pruner_path
+        from agentmem.models.registry import pruner_path
         from agentmem.stages.budget import budget_for
 
         budget = budget_for(context.model, context.policy.budget)
@@ -172,8 +172,8 @@ class AssemblyStage(Stage):
             return
         pieces = [compression.prose_sentences(m.message["content"]) for m in candidates]
         query = query_of(context.history)
-        pruner = await run_inference(cached_pruner, context.policy.prune.checkpoint
-                                     or default_pruner_path())
+        pruner = await run_inference(cached_pruner,
+                                     pruner_path(context.policy.prune.checkpoint))
         scores = await run_inference(pruner.score_batch,
                                      [(query, [s for _, _, s in p] or [""]) for p in pieces])
         for outgoing, sentences, score in zip(candidates, pieces, scores):

@@ -107,7 +107,7 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
     use it."""
     import json
 
-    from agentmem.models.pruner import Pruner
+    from agentmem.models.pruner import cached_pruner
     from agentmem.train import calibrate as calibration
 
     def pair(text: str) -> tuple[float, float]:
@@ -120,7 +120,7 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
         return [None if item.strip() == "none" else cast(item) for item in text.split(",")]
 
     result = calibration.calibrate(
-        Pruner.load(checkpoint), dev, log=lambda line: typer.echo(line),
+        cached_pruner(str(checkpoint)), dev, log=lambda line: typer.echo(line),
         floors=values(floors, float, calibration.FLOORS),
         min_similarities=values(min_similarities, float, calibration.MIN_SIMILARITIES),
         floor_tokens=values(floor_tokens, int, calibration.FLOOR_TOKENS),

@@ -1,0 +1,67 @@
+"""How long the pruner takes to read one passage, per checkpoint (the call path's cost of a
+large tool output, which the stage reads alone: a batch of one).
+
+Why a separate measurement: ``agentmem bench prune`` scores a whole file in batches, which
+says nothing about one call's wait. This reads the first ``--limit`` records of a prune-format
+file one at a time with each ``--checkpoint`` (alternating, so both see the same machine), and
+reports p50 / p90 of the second pass per checkpoint (the first warms caches and allocators).
+Run it on a quiet machine.
+
+    python -m agentmem.bench.prune_speed --data ../shared/data/prune/squad_dev.jsonl \\
+        --checkpoint pruner-minilm --checkpoint pruner-minilm-int8 --limit 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def read_times(records: list[Any], checkpoints: list[str], passes: int = 2) -> dict[str, Any]:
+    """Per checkpoint: p50 and p90 milliseconds to score one record's sentences (last pass)."""
+    from agentmem.models.pruner import cached_pruner
+    from agentmem.models.registry import pruner_path
+
+    pruners = {name: cached_pruner(pruner_path(name)) for name in checkpoints}
+    times: dict[str, list[float]] = {}
+    for _ in range(passes):
+        times = {name: [] for name in checkpoints}
+        for record in records:
+            for name, pruner in pruners.items():
+                start = time.perf_counter()
+                pruner.score_batch([(record.question, list(record.sentences))])
+                times[name].append(1000 * (time.perf_counter() - start))
+    sentences = sorted(len(r.sentences) for r in records)
+    return {"records": len(records), "median_sentences": sentences[len(sentences) // 2],
+            "checkpoints": {name: {"p50_ms": round(percentile(t, 0.5), 1),
+                                   "p90_ms": round(percentile(t, 0.9), 1)}
+                            for name, t in times.items()}}
+
+
+def main() -> None:
+    from agentmem.bench.formats import PruneRecord, read_jsonl
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--checkpoint", action="append", required=True,
+                        help="A pruner folder or a shipped one's name (repeat).")
+    parser.add_argument("--limit", type=int, default=60)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    records = read_jsonl(args.data, PruneRecord)[: args.limit]
+    result = {"data": str(args.data), **read_times(records, args.checkpoint)}
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
