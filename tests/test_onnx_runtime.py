@@ -396,3 +396,5 @@ def test_the_prune_speed_bench_times_each_checkpoint_on_the_same_records():
     for name in ("pruner-minilm", "pruner-minilm-int8"):
         timing = result["checkpoints"][name]
         assert 0 < timing["p50_ms"] <= timing["p90_ms"]
+    staged = read_times(records, ["pruner-minilm"], passes=1, stage=True)
+    assert staged["stage"] and staged["checkpoints"]["pruner-minilm"]["p50_ms"] > 0

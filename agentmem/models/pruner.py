@@ -9,6 +9,7 @@ block is split into token pieces that share its index. Scores are computed in fp
 
 from __future__ import annotations
 
+import contextlib
 import string
 import threading
 from collections.abc import Callable, Sequence
@@ -138,18 +139,22 @@ class Pruner:
             probs = torch.softmax(token_logits.float(), dim=-1)[..., 1].cpu().numpy()
             return rank_logits.float().cpu().numpy(), probs
 
-    def score_batch(self, pairs: Sequence[tuple[str, Sequence[str]]], batch_size: int = 32
-                    ) -> list[SentenceScores]:
-        """Scores for many (query, sentences) pairs; blocks of all pairs are batched together."""
-        blocks, origin = [], []
-        for pair_index, (query, sentences) in enumerate(pairs):
-            for block_index, block in enumerate(self._blocks(query, sentences)):
-                blocks.append(block)
-                origin.append((pair_index, block_index))
-        token_probs: list[np.ndarray] = [None] * len(blocks)  # type: ignore[list-item]
-        ranking: list[float] = [0.0] * len(blocks)
+    @property
+    def reads_concurrently(self) -> bool:
+        """Whether blocks may run on several threads at once: ONNX Runtime sessions are
+        thread-safe; the torch path keeps one forward pass at a time."""
+        return bool(getattr(self.model, "takes_numpy", False))
+
+    def blocks(self, query: str, sentences: Sequence[str]) -> list[_Block]:
+        """The model inputs one (query, sentences) pair is read as (``pack_blocks``)."""
+        return self._blocks(query, sentences)
+
+    def forward_blocks(self, blocks: Sequence[_Block], batch_size: int = 32
+                       ) -> list[tuple[float, np.ndarray]]:
+        """(rank logit, token keep probabilities) per block, in batches of ``batch_size``."""
+        out: list[tuple[float, np.ndarray]] = []
         pad = self.tokenizer.pad_token_id or 0
-        with self._lock:
+        with contextlib.nullcontext() if self.reads_concurrently else self._lock:
             for start in range(0, len(blocks), batch_size):
                 chunk = blocks[start:start + batch_size]
                 width = max(len(b.input_ids) for b in chunk)
@@ -159,29 +164,38 @@ class Pruner:
                     ids[row, : len(block.input_ids)] = block.input_ids
                     mask[row, : len(block.input_ids)] = 1
                 rank_logits, probs = self._forward(ids, mask)
-                for row, block in enumerate(chunk):
-                    token_probs[start + row] = probs[row, : len(block.input_ids)]
-                    ranking[start + row] = float(rank_logits[row])
-        results = []
-        for pair_index, (_, sentences) in enumerate(pairs):
-            per_sentence: list[list[float]] = [[] for _ in sentences]
-            ids_of: list[list[int]] = [[] for _ in sentences]
-            score = 0.0
-            for block_position, (owner, block_index) in enumerate(origin):
-                if owner != pair_index:
-                    continue
-                if block_index == 0:
-                    score = ranking[block_position]
-                block = blocks[block_position]
-                for prob, sentence, token in zip(token_probs[block_position], block.owners,
-                                                 block.input_ids):
-                    if sentence >= 0:
-                        per_sentence[sentence].append(float(prob))
-                        ids_of[sentence].append(token)
-            arrays = [np.asarray(p, dtype=np.float32) for p in per_sentence]
-            results.append(SentenceScores(
-                probabilities=[float(a.mean()) if a.size else 0.0 for a in arrays],
-                kept_fraction_by_threshold=arrays, ranking_score=score, token_ids=ids_of))
+                out += [(float(rank_logits[row]), probs[row, : len(block.input_ids)])
+                        for row, block in enumerate(chunk)]
+        return out
+
+    @staticmethod
+    def assemble(count: int, blocks: Sequence[_Block],
+                 outputs: Sequence[tuple[float, np.ndarray]]) -> SentenceScores:
+        """One pair's sentence scores from its blocks' outputs (the rerank score is the first
+        block's; a sentence cut across blocks gathers all its tokens)."""
+        per_sentence: list[list[float]] = [[] for _ in range(count)]
+        ids_of: list[list[int]] = [[] for _ in range(count)]
+        for block, (_, probabilities) in zip(blocks, outputs):
+            for prob, sentence, token in zip(probabilities, block.owners, block.input_ids):
+                if sentence >= 0:
+                    per_sentence[sentence].append(float(prob))
+                    ids_of[sentence].append(token)
+        arrays = [np.asarray(p, dtype=np.float32) for p in per_sentence]
+        return SentenceScores(
+            probabilities=[float(a.mean()) if a.size else 0.0 for a in arrays],
+            kept_fraction_by_threshold=arrays, ranking_score=outputs[0][0] if outputs else 0.0,
+            token_ids=ids_of)
+
+    def score_batch(self, pairs: Sequence[tuple[str, Sequence[str]]], batch_size: int = 32
+                    ) -> list[SentenceScores]:
+        """Scores for many (query, sentences) pairs; blocks of all pairs are batched together."""
+        blocks_of = [self._blocks(query, sentences) for query, sentences in pairs]
+        outputs = self.forward_blocks([b for blocks in blocks_of for b in blocks], batch_size)
+        results, cursor = [], 0
+        for (_, sentences), blocks in zip(pairs, blocks_of):
+            results.append(self.assemble(len(sentences), blocks,
+                                         outputs[cursor:cursor + len(blocks)]))
+            cursor += len(blocks)
         return results
 
     def _token_rows(self, score: SentenceScores, index: int) -> list[dict[str, Any]]:

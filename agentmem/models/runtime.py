@@ -376,6 +376,16 @@ async def run_inference(func: Callable[..., T], *args: Any) -> T:
     return await asyncio.wrap_future(future)
 
 
+async def run_inference_each(func: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> list[T]:
+    """Several model calls as jobs of the current lane, queued at once: idle workers take
+    them in parallel (a long passage's blocks on both cores of a 2-core machine), while other
+    lanes keep their turn between them, since each job is one pop of the fair queue."""
+    lane, background = current_lane(), is_background()
+    futures = [scheduler().submit(func, args, lane=lane, background=background) for args in calls]
+    assert all(future is not None for future in futures)  # only sized jobs are ever shed
+    return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures if f is not None)))
+
+
 def _chunks(lengths: list[int], size: int) -> list[list[int]]:
     """Indices in chunks of similar length, each at most ``size`` texts and, past one text, at
     most ``size`` x 128 padded characters: a batch is padded to its longest text, so a query

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentmem.conversation import agent_step_start, query_of, recent_start
 from agentmem.lexical import relative_bm25, terms
 from agentmem.messages import text_of
-from agentmem.models.runtime import run_inference
+from agentmem.models.runtime import run_inference, run_inference_each
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
 from agentmem.stages.selection import (
@@ -389,7 +389,7 @@ class PruneStage(Stage):
             room -= len(head.spans)
             probabilities, keep = [], []
             if head.spans:
-                scores = (await run_inference(_score_transcript, pruner, query, [head]))[head.index]
+                scores = (await _read_transcript(pruner, query, [head]))[head.index]
                 similarities, vectors, bm25 = None, None, None
                 embedder = context.state.embedder
                 # the query's cosine vetoes unrelated keeps and orders the floor (never
@@ -463,20 +463,21 @@ def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], sc
     return {**original, "content": " ".join(kept)}
 
 
-def _score_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[int, Any]:
-    """Score the candidates as one transcript ("role: text" per turn), the way the pruner
-    reads chat history; blocks are cut at sentence boundaries. Returns per-turn scores."""
-    from agentmem.models.pruner import SentenceScores
-
+def _transcript(candidates: list[Candidate]) -> tuple[list[str], list[int]]:
+    """The candidates as one transcript ("role: text" on each turn's first sentence), the
+    way the pruner reads chat history: its sentences and each one's turn."""
     sentences, owners = [], []
     for candidate in candidates:
         for number, (a, b) in enumerate(candidate.spans):
             text = candidate.text[a:b]
             sentences.append(f"{candidate.role}: {text}" if number == 0 else text)
             owners.append(candidate.index)
-    if not sentences:
-        return {}
-    [score] = pruner.score_batch([(query, sentences)])
+    return sentences, owners
+
+
+def _per_turn(score: Any, owners: list[int], candidates: list[Candidate]) -> dict[int, Any]:
+    from agentmem.models.pruner import SentenceScores
+
     out = {}
     for candidate in candidates:
         rows = [i for i, owner in enumerate(owners) if owner == candidate.index]
@@ -485,6 +486,34 @@ def _score_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[i
             kept_fraction_by_threshold=[score.kept_fraction_by_threshold[i] for i in rows],
             ranking_score=score.ranking_score)
     return out
+
+
+def _score_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[int, Any]:
+    """Score the candidates as one transcript; blocks are cut at sentence boundaries.
+    Returns per-turn scores."""
+    sentences, owners = _transcript(candidates)
+    if not sentences:
+        return {}
+    [score] = pruner.score_batch([(query, sentences)])
+    return _per_turn(score, owners, candidates)
+
+
+async def _read_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[int, Any]:
+    """``_score_transcript`` on the call path. A passage longer than one model block (a
+    large tool output) is read block by block as separate jobs of the call's lane, so idle
+    inference workers read its blocks in parallel (each block is the same model input as in
+    one pass, so the scores are the same): on two cores a 3-block output waits for two
+    blocks' time, not three."""
+    sentences, owners = _transcript(candidates)
+    if not sentences:
+        return {}
+    concurrent = getattr(pruner, "reads_concurrently", False)
+    blocks = await run_inference(pruner.blocks, query, sentences) if concurrent else []
+    if len(blocks) < 2:
+        return await run_inference(_score_transcript, pruner, query, candidates)
+    parts = await run_inference_each(pruner.forward_blocks, [([block],) for block in blocks])
+    return _per_turn(pruner.assemble(len(sentences), blocks, [part for [part] in parts]),
+                     owners, candidates)
 
 
 def _rerank_picks(older: list[Candidate], score: np.ndarray, rows: np.ndarray, corpus,
