@@ -10,23 +10,15 @@ import time
 import numpy as np
 import pytest
 
+from agentmem.bench.prune_speed import tool_output
 from agentmem.models.pruner import cached_pruner
 from agentmem.models.registry import pruner_path
 from agentmem.models.runtime import run_inference, scheduler
-from agentmem.stages.prune import Candidate, _read_transcript, _score_transcript
+from agentmem.stages.prune import _read_transcript, _score_transcript
 
 SENTENCES = [f"Step {i}: the deploy script copied build {i} to host-{i % 7} and restarted the "
              f"worker pool, which logged a warning about stale sockets." for i in range(70)]
 SENTENCES[41] = "Sessions are stored in Redis under the agentmem prefix."
-
-
-def _candidate() -> Candidate:
-    text, spans = "", []
-    for sentence in SENTENCES:
-        start = len(text) + (1 if text else 0)
-        text = f"{text} {sentence}" if text else sentence
-        spans.append((start, start + len(sentence)))
-    return Candidate(3, text, spans, False, "tool")
 
 
 @pytest.mark.parametrize("name", ["pruner-minilm", "pruner-minilm-int8"])
@@ -34,7 +26,7 @@ def test_a_long_output_reads_its_blocks_in_parallel_with_one_pass_scores(name, m
     pruner = cached_pruner(pruner_path(name))
     if not pruner.reads_concurrently:
         pytest.skip("the torch runtime reads one block at a time")
-    question, candidate = "which database stores the sessions", _candidate()
+    question, candidate = "which database stores the sessions", tool_output(SENTENCES, 3)
     blocks = pruner.blocks(question, [candidate.text[a:b] for a, b in candidate.spans])
     assert len(blocks) >= 3
     threads: set[str] = set()

@@ -60,16 +60,23 @@ def read_times(records: list[Any], checkpoints: list[str], passes: int = 2, *,
                             for name, t in times.items()}}
 
 
-async def _stage_read(pruner: Any, question: str, sentences: list[str]) -> Any:
-    """The sentences as one tool output, read as the prune stage reads it."""
-    from agentmem.stages.prune import Candidate, _read_transcript
+def tool_output(sentences: list[str], index: int = 0) -> Any:
+    """The sentences joined into one tool message, as the prune stage's candidate."""
+    from agentmem.stages.prune import Candidate
 
     text, spans = "", []
     for sentence in sentences:
         start = len(text) + (1 if text else 0)
         text = f"{text} {sentence}" if text else sentence
         spans.append((start, start + len(sentence)))
-    return await _read_transcript(pruner, question, [Candidate(0, text, spans, False, "tool")])
+    return Candidate(index, text, spans, False, "tool")
+
+
+async def _stage_read(pruner: Any, question: str, sentences: list[str]) -> Any:
+    """The sentences as one tool output, read as the prune stage reads it."""
+    from agentmem.stages.prune import _read_transcript
+
+    return await _read_transcript(pruner, question, [tool_output(sentences)])
 
 
 def main() -> None:

@@ -201,18 +201,14 @@ def export_embedder(target: Path) -> dict[str, Any]:
                    "sentence-transformers/all-MiniLM-L6-v2")
 
 
-def export_pruner(folder: Path) -> dict[str, Any]:
-    """A Provence-layout checkpoint: (rank logit [B], token logits [B, T, 2])."""
+def _export_pruner(model: Any, target: Path, *, float16: bool = True) -> None:
+    """A Provence-layout model's graph: (rank logit [B], token logits [B, T, 2])."""
     import torch
-
-    from agentmem.models.provence import load_model
-
-    model, _, _ = load_model(folder)
 
     class Heads(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.model = model.float()
+            self.model = model
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -220,7 +216,15 @@ def export_pruner(folder: Path) -> dict[str, Any]:
 
     ids = torch.ones((2, 16), dtype=torch.long)
     _export(Heads(), (ids, torch.ones_like(ids)), ["input_ids", "attention_mask"],
-            ["rank_logits", "token_logits"], folder / ONNX_FILE)
+            ["rank_logits", "token_logits"], target, float16=float16)
+
+
+def export_pruner(folder: Path) -> dict[str, Any]:
+    """A Provence-layout checkpoint, its weights shared with the checkpoint's safetensors."""
+    from agentmem.models.provence import load_model
+
+    model, _, _ = load_model(folder)
+    _export_pruner(model.float(), folder / ONNX_FILE)
     source = folder / "model.safetensors"
     shared = _share_weights(folder / ONNX_FILE, source)
     return _record(folder, source, sha256_of(source), "pruner", shared=shared)
@@ -288,27 +292,12 @@ def export_pruner_int8(source: Path, target: Path) -> dict[str, Any]:
     ``checkpoints/pruner-minilm-int8/MODEL_CARD.md``). Its activations are quantised per run,
     so ``OnnxProvence`` runs it one block at a time: a block's scores never depend on which
     other blocks share its batch."""
-    import torch
-
     from agentmem.models.provence import load_model
 
     model, _, _ = load_model(source)
     model = model.float()
     model.backbone.config._attn_implementation = "eager"  # matrix products the quantiser sees
-
-    class Heads(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.model(input_ids, attention_mask)
-
-    ids = torch.ones((2, 16), dtype=torch.long)
-    return _quantise(lambda path: _export(Heads(), (ids, torch.ones_like(ids)),
-                                          ["input_ids", "attention_mask"],
-                                          ["rank_logits", "token_logits"], path, float16=False),
+    return _quantise(lambda path: _export_pruner(model, path, float16=False),
                      source, target, "pruner-int8")
 
 

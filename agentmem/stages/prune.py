@@ -507,10 +507,9 @@ async def _read_transcript(pruner, query: str, candidates: list[Candidate]) -> d
     sentences, owners = _transcript(candidates)
     if not sentences:
         return {}
-    concurrent = getattr(pruner, "reads_concurrently", False)
-    blocks = await run_inference(pruner.blocks, query, sentences) if concurrent else []
-    if len(blocks) < 2:
+    if not getattr(pruner, "reads_concurrently", False):
         return await run_inference(_score_transcript, pruner, query, candidates)
+    blocks = await run_inference(pruner.blocks, query, sentences)
     parts = await run_inference_each(pruner.forward_blocks, [([block],) for block in blocks])
     return _per_turn(pruner.assemble(len(sentences), blocks, [part for [part] in parts]),
                      owners, candidates)
