@@ -21,6 +21,7 @@ from agentmem.train.pruner_data import Example
 from agentmem.train.pruner_mix import (
     build_mixture,
     chat_session,
+    hotpot_examples,
     multiparagraph_examples,
     musique_examples,
     squad_json_records,
@@ -122,6 +123,55 @@ def test_chat_session_renders_turns_with_a_dated_header_and_noise():
     assert len(chat.sentences) >= 4
 
 
+HOTPOT_ROWS = [{"question": "Where was the director of Film X born?",
+                "context": [["Film X", ["Film X is a 1990 film.", " It was directed by Jane Doe."]],
+                            ["Other", ["An unrelated paragraph.", ""]],
+                            ["Jane Doe", ["Jane Doe is a director.", " She was born in Paris."]]],
+                "supporting_facts": [["Film X", 1], ["Jane Doe", 1]]},
+               {"question": "Which is older, A or B?",
+                "context": [["A", ["A was founded in 1900."]], ["B", ["B was founded in 1950."]]],
+                "supporting_facts": [["A", 0], ["B", 0]]},
+               {"question": "Half-labelled?", "context": [["T", ["One sentence."]]],
+                "supporting_facts": [["T", 0], ["T", 3]]}]
+
+
+def test_hotpot_train_rows_are_whole_passages_read_in_every_window(tmp_path):
+    source = tmp_path / "hotpotqa_train_distractor.json"
+    source.write_text(json.dumps(HOTPOT_ROWS))
+    examples = hotpot_examples(source, random.Random(1), draws=3)
+    assert len(examples) == 6  # two usable rows x three draws; the half-labelled row skipped
+    assert all(e.every_window for e in examples)
+    first = examples[0]  # the first draw keeps the row's order
+    assert first.sentences == ["Film X is a 1990 film.", "It was directed by Jane Doe.",
+                               "An unrelated paragraph.", "Jane Doe is a director.",
+                               "She was born in Paris."]
+    assert first.labels == [0, 1, 0, 0, 1]
+    for example in examples[:3]:  # every order keeps each sentence with its own label
+        assert sorted(zip(example.sentences, example.labels)) == sorted(zip(first.sentences, first.labels))
+    # a check file's questions are never trained on
+    kept = hotpot_examples(source, random.Random(1), draws=1,
+                           exclude=frozenset({"which is older, a or b?"}))
+    assert [e.query for e in kept] == ["Where was the director of Film X born?"]
+
+
+def test_hotpot_rows_read_from_a_sample_file_of_sources(tmp_path):
+    sample = {"split": "train", "examples": [{
+        "question": "Where was the director of Film X born?", "answer": "Paris",
+        "sources": [{"title": "Film X", "text": ["Film X is a 1990 film.", "It was directed by Jane Doe."],
+                     "gold_sentence_indices": [1]},
+                    {"title": "Jane Doe", "text": ["Jane Doe is a director.", "She was born in Paris."],
+                     "gold_sentence_indices": [1]}]}]}
+    source = tmp_path / "hotpotqa_train_distractor.json"
+    source.write_text(json.dumps(sample))
+    [example] = hotpot_examples(source, random.Random(1), draws=1)
+    assert example.labels == [0, 1, 0, 1] and example.every_window
+    base = [Example("q", ["t", "a"], [0, 1]), Example("q", ["t", "b"], [0, 0])]
+    examples, counts = build_mixture(base, tmp_path, seed=1, hotpot_draws=2)
+    assert counts["hotpotqa_train_distractor"] == 2 and len(examples) == sum(counts.values())
+    # whole ten-paragraph passages are not re-rendered as synthetic chats
+    assert sum(e.every_window for e in examples) == 2
+
+
 def test_mixture_counts_each_source(tmp_path):
     (tmp_path / "squad_train_v2.json").write_text(json.dumps(ARTICLES))
     (tmp_path / "hotpotqa_train_evidence.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
@@ -178,10 +228,14 @@ def test_a_window_that_cuts_off_the_answer_is_trained_as_a_negative():
     filler = [f"Sentence {i} says nothing about the question at all." for i in range(8)]
     early = Example("When were panels invented?", ["Panels came in 1883.", *filler], [1] + [0] * 8)
     late = Example("When were panels invented?", [*filler, "Panels came in 1883."], [0] * 8 + [1])
-    ids, labels, relevant = _encode(pruner, early)
+    [(ids, labels, relevant)] = _encode(pruner, early)
     assert len(ids) <= 48 and relevant == 1 and 1 in labels
-    ids, labels, relevant = _encode(pruner, late)
+    [(ids, labels, relevant)] = _encode(pruner, late)
     assert late.relevant == 1 and relevant == 0 and 1 not in labels
+    # read as the stage reads it, every window trains: the answer's window as a positive
+    windows = _encode(pruner, Example(late.query, late.sentences, late.labels, every_window=True))
+    assert len(windows) >= 2 and [w[2] for w in windows][-1] == 1 and sum(w[2] for w in windows) == 1
+    assert all(len(ids) <= 48 for ids, _, _ in windows)
 
 
 def test_training_resumes_from_its_saved_state(tmp_path):

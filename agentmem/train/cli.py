@@ -51,6 +51,14 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
            musique_draws: int = typer.Option(3, help="Passages per MuSiQue row in "
                                              "--extra/musique_train.json (other distractor "
                                              "paragraphs, other order each time)."),
+           hotpot_draws: int = typer.Option(2, help="Passages per HotpotQA train row in "
+                                            "--extra/hotpotqa_train_distractor.json (its ten "
+                                            "paragraphs; later draws in another order), each "
+                                            "trained in every model window."),
+           exclude: list[Path] = typer.Option([], exists=True, dir_okay=False,
+                                              help="Prune-format check file whose questions are "
+                                              "never trained on (repeat; the --dev files' "
+                                              "questions are excluded too)."),
            work: Optional[Path] = WORK_OPTION,
            save_every: int = typer.Option(100, help="Steps between saves of the training state."),
            resume: bool = RESUME_OPTION,
@@ -65,7 +73,8 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
                         max_length=max_length, seed=seed, rank_weight=rank_weight, limit=limit,
                         dev_files=dev, extra=extra, squad_limit=squad_limit,
                         shared_limit=shared_limit, init=init, multiparagraph=multiparagraph,
-                        chat_qa=chat_qa, musique_draws=musique_draws, work=work,
+                        chat_qa=chat_qa, musique_draws=musique_draws,
+                        hotpot_draws=hotpot_draws, exclude=exclude, work=work,
                         save_every=save_every, resume=resume, threads=threads,
                         log=lambda line: typer.echo(line))
     write_model_card(out, card, command.strip())

@@ -96,6 +96,23 @@ def multihop(source: Path, out: Path, *, seed: int = 13, distractor_groups: int 
     return len(records)
 
 
+def hotpot_rows(data: list[dict] | dict) -> list[dict]:
+    """HotpotQA rows in HotpotQA's own layout, from that layout (a JSON list) or from a sample
+    file that stores each row as ``sources`` (``title``, ``text`` as sentences,
+    ``gold_sentence_indices``) under ``examples`` (agentmem/train/DATA.md names it)."""
+    if isinstance(data, list):
+        return data
+    rows: list[dict] = []
+    for example in data["examples"]:
+        sources = example["sources"]
+        rows.append({"_id": f"train{example.get('dataset_index', len(rows))}",
+                     "question": example["question"], "answer": example.get("answer"),
+                     "context": [[s["title"], s["text"]] for s in sources],
+                     "supporting_facts": [[s["title"], i] for s in sources
+                                          for i in s.get("gold_sentence_indices", [])]})
+    return rows
+
+
 def hotpot_records(rows: list[dict]) -> list[dict]:
     """HotpotQA's own distractor layout (``context``: ``[title, [sentence, ...]]`` for its ten
     paragraphs, ``supporting_facts``: ``[title, sentence index]``) as prune records: every
@@ -121,7 +138,7 @@ def hotpot_records(rows: list[dict]) -> list[dict]:
 def hotpot(source: Path, out: Path) -> int:
     """A check file in HotpotQA's ten-paragraph layout from a JSON list of *train* rows
     (agentmem/train/DATA.md names the source); never HotpotQA's dev split."""
-    records = hotpot_records(json.loads(source.read_text(encoding="utf-8")))
+    records = hotpot_records(hotpot_rows(json.loads(source.read_text(encoding="utf-8"))))
     _write(out, records)
     return len(records)
 

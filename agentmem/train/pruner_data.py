@@ -30,6 +30,9 @@ class Example:
     query: str
     sentences: list[str]
     labels: list[int]
+    # a passage longer than one model window trains on every window, as the stage reads it
+    # (HotpotQA's ten paragraphs); otherwise only the first window is read
+    every_window: bool = False
 
     @property
     def relevant(self) -> int:

@@ -11,6 +11,10 @@ under one folder (``--extra``):
 - ``musique_train.json``: MuSiQue train rows (CC BY 4.0): each hop's supporting Wikipedia
   paragraph among the row's own retrieved distractor paragraphs, the sentences naming a hop's
   answer labelled (``musique_examples``): long multi-paragraph contexts in HotpotQA's shape.
+- ``hotpotqa_train_distractor.json``: HotpotQA **train** rows in HotpotQA's own distractor
+  layout (ten paragraphs, supporting-fact sentences; CC BY-SA 4.0), read whole as the stage
+  reads a long passage, every model window a training example (``hotpot_examples``): the
+  shape of the issue's held-out multi-hop set, where the second hop is in another paragraph.
 - Multi-paragraph passages (from the shared SQuAD train articles and the extra ones): a
   question's paragraph among 1-3 other paragraphs of the same article, no title, and for about
   half of the questions 2-3 same-article paragraphs without it (nothing to keep). The model otherwise only ever sees one
@@ -31,7 +35,7 @@ import random
 from pathlib import Path
 
 from agentmem.text import sentences, split_sentences
-from agentmem.train.dev_sets import join_groups, multihop_records, read_multihop_rows
+from agentmem.train.dev_sets import hotpot_rows, join_groups, multihop_records, read_multihop_rows
 from agentmem.train.pruner_chat import conversation_examples, read_train_dialogues
 from agentmem.train.pruner_data import NAMES, Example, squad_examples_from
 
@@ -144,6 +148,33 @@ def musique_examples(source: Path, rng: random.Random, *, draws: int = 3,
     return out
 
 
+def hotpot_examples(source: Path, rng: random.Random, *, draws: int = 2,
+                    exclude: frozenset[str] = frozenset()) -> list[Example]:
+    """HotpotQA train rows (a JSON list: ``question``, ``context`` as ``[title, [sentence, ...]]``
+    for the ten paragraphs, ``supporting_facts`` as ``[title, sentence index]``) as whole
+    passages, the supporting facts labelled, read in every window (``every_window``). The first
+    draw keeps the row's paragraph order, later ones shuffle it (another split into windows,
+    so the two hops fall together or apart). Rows whose question is in ``exclude`` (the check
+    file's) are skipped, as are rows whose facts name a sentence the context lacks."""
+    out = []
+    for row in hotpot_rows(json.loads(source.read_text(encoding="utf-8"))):
+        if row["question"].strip().lower() in exclude:
+            continue
+        facts = {(title, int(index)) for title, index in row["supporting_facts"]}
+        paragraphs = [(title, [(s.strip(), int((title, i) in facts)) for i, s in enumerate(body)
+                               if s.strip()]) for title, body in row["context"]]
+        if sum(label for _, body in paragraphs for _, label in body) != len(facts):
+            continue
+        for draw in range(draws):
+            order = list(paragraphs)
+            if draw:
+                rng.shuffle(order)
+            pairs = [pair for _, body in order for pair in body]
+            out.append(Example(row["question"], [s for s, _ in pairs], [label for _, label in pairs],
+                               every_window=True))
+    return out
+
+
 def _date(rng: random.Random) -> str:
     hour, minute = rng.randint(1, 12), rng.choice(["00", "15", "30", "45"])
     return (f"{rng.randint(1, 28)} {rng.choice(MONTHS)} {rng.randint(2019, 2024)}, "
@@ -176,7 +207,8 @@ def build_mixture(base: list[Example], extra: Path | None, *, seed: int, squad_l
                   shared_limit: int | None = None, chat_share: float = 0.2,
                   multihop_draws: int = 4, shared_articles: list[dict] | None = None,
                   multiparagraph: int = 0, chat_qa: int = 0,
-                  musique_draws: int = 3) -> tuple[list[Example], dict[str, int]]:
+                  musique_draws: int = 3, hotpot_draws: int = 2,
+                  hotpot_exclude: frozenset[str] = frozenset()) -> tuple[list[Example], dict[str, int]]:
     """``base`` (the shared-data examples, a random ``shared_limit`` of them) plus every extra
     source present under ``extra``, plus ``multiparagraph`` multi-paragraph questions drawn
     from ``shared_articles`` and the extra SQuAD articles, plus ``chat_qa`` conversational
@@ -209,8 +241,13 @@ def build_mixture(base: list[Example], extra: Path | None, *, seed: int, squad_l
         added = musique_examples(musique_file, rng, draws=musique_draws)
         counts["musique_train"] = len(added)
         out += added
-    relevant = [e for e in out if any(e.labels)]
-    negatives = [e for e in out if not any(e.labels)] or out
+    hotpot_file = extra / "hotpotqa_train_distractor.json" if extra is not None else None
+    if hotpot_draws and hotpot_file is not None and hotpot_file.exists():
+        added = hotpot_examples(hotpot_file, rng, draws=hotpot_draws, exclude=hotpot_exclude)
+        counts["hotpotqa_train_distractor"] = len(added)
+        out += added
+    relevant = [e for e in out if any(e.labels) and not e.every_window]
+    negatives = [e for e in out if not any(e.labels) and not e.every_window] or out
     chats = [chat_session(e, negatives, rng) for e in rng.sample(relevant, int(chat_share * len(relevant)))]
     counts["synthetic_chat"] = len(chats)
     out += chats
