@@ -56,9 +56,11 @@ def pruner(out: Path = typer.Option(Path("agentmem/models/checkpoints/pruner-min
                                             "paragraphs; later draws in another order), each "
                                             "trained in every model window."),
            exclude: list[Path] = typer.Option([], exists=True, dir_okay=False,
-                                              help="Prune-format check file whose questions are "
-                                              "never trained on (repeat; the --dev files' "
-                                              "questions are excluded too)."),
+                                              help="Prune-format check file: HotpotQA train rows "
+                                              "with its questions are skipped (repeat; the "
+                                              "--dev files' questions are skipped too; the "
+                                              "other sources are split by construction, "
+                                              "agentmem/train/DATA.md)."),
            work: Optional[Path] = WORK_OPTION,
            save_every: int = typer.Option(100, help="Steps between saves of the training state."),
            resume: bool = RESUME_OPTION,

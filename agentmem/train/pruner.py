@@ -48,7 +48,8 @@ def _encode(pruner: Pruner, example: Example) -> list[tuple[list[int], list[int]
 
 
 def _questions(files: Sequence[Path]) -> frozenset[str]:
-    """The questions of prune-format files (dev and check files), never to be trained on."""
+    """The questions of prune-format files (dev and check files): HotpotQA train rows asking
+    one are skipped (the other sources are split from the dev files by construction)."""
     return frozenset(json.loads(line)["question"].strip().lower() for file in files
                      for line in Path(file).read_text(encoding="utf-8").splitlines() if line.strip())
 
