@@ -113,24 +113,32 @@ def hotpot_rows(data: list[dict] | dict) -> list[dict]:
     return rows
 
 
+def hotpot_paragraphs(row: dict) -> list[tuple[str, list[tuple[str, int]]]] | None:
+    """A HotpotQA row's paragraphs in order, each as (title, [(sentence, label)]): sentences
+    stripped, blanks dropped, the supporting facts labelled 1; None when a fact names a
+    sentence the context lacks (such a row is skipped rather than half-labelled)."""
+    facts = {(title, int(index)) for title, index in row["supporting_facts"]}
+    paragraphs = [(title, [(sentence.strip(), int((title, index) in facts))
+                           for index, sentence in enumerate(body) if sentence.strip()])
+                  for title, body in row["context"]]
+    found = sum(label for _, body in paragraphs for _, label in body)
+    return paragraphs if found == len(facts) else None
+
+
 def hotpot_records(rows: list[dict]) -> list[dict]:
     """HotpotQA's own distractor layout (``context``: ``[title, [sentence, ...]]`` for its ten
     paragraphs, ``supporting_facts``: ``[title, sentence index]``) as prune records: every
-    paragraph's sentences in the given order, the supporting facts labelled 1. A row whose
-    facts name a sentence the context lacks is skipped rather than scored half-labelled."""
+    paragraph's sentences in the given order, the supporting facts labelled 1
+    (``hotpot_paragraphs``)."""
     records = []
     for number, row in enumerate(rows):
-        facts = {(title, int(index)) for title, index in row["supporting_facts"]}
-        sentences, labels = [], []
-        for title, paragraph in row["context"]:
-            for index, sentence in enumerate(paragraph):
-                if sentence.strip():
-                    sentences.append(sentence.strip())
-                    labels.append(int((title, index) in facts))
-        if sum(labels) != len(facts):
+        paragraphs = hotpot_paragraphs(row)
+        if paragraphs is None:
             continue
+        pairs = [pair for _, body in paragraphs for pair in body]
         records.append({"id": f"hotpot-{row.get('_id', number)}", "question": row["question"],
-                        "title": None, "sentences": sentences, "labels": labels,
+                        "title": None, "sentences": [s for s, _ in pairs],
+                        "labels": [label for _, label in pairs],
                         "type": row.get("type"), "level": row.get("level")})
     return records
 

@@ -35,7 +35,13 @@ import random
 from pathlib import Path
 
 from agentmem.text import sentences, split_sentences
-from agentmem.train.dev_sets import hotpot_rows, join_groups, multihop_records, read_multihop_rows
+from agentmem.train.dev_sets import (
+    hotpot_paragraphs,
+    hotpot_rows,
+    join_groups,
+    multihop_records,
+    read_multihop_rows,
+)
 from agentmem.train.pruner_chat import conversation_examples, read_train_dialogues
 from agentmem.train.pruner_data import NAMES, Example, squad_examples_from
 
@@ -160,10 +166,8 @@ def hotpot_examples(source: Path, rng: random.Random, *, draws: int = 2,
     for row in hotpot_rows(json.loads(source.read_text(encoding="utf-8"))):
         if row["question"].strip().lower() in exclude:
             continue
-        facts = {(title, int(index)) for title, index in row["supporting_facts"]}
-        paragraphs = [(title, [(s.strip(), int((title, i) in facts)) for i, s in enumerate(body)
-                               if s.strip()]) for title, body in row["context"]]
-        if sum(label for _, body in paragraphs for _, label in body) != len(facts):
+        paragraphs = hotpot_paragraphs(row)
+        if paragraphs is None:
             continue
         for draw in range(draws):
             order = list(paragraphs)
