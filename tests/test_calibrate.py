@@ -50,3 +50,27 @@ def test_calibrate_searches_the_fused_family_when_asked_and_stores_the_choice(tm
     provence = Pruner.load(checkpoint).keep_rule(threshold=0.5)
     assert provence.threshold == 0.5 and not provence.fused
     assert Pruner.load(checkpoint).keep_rule(threshold=1.2, margin=0.1).fused  # asked for
+
+
+def test_calibrate_searches_name_bridge_weights_and_stores_the_choice(tmp_path):
+    """A dev file whose second hop only a name reaches: the search finds the weight that
+    keeps it, stores it, and Provence's threshold given alone drops it with the fused rule."""
+    checkpoint = tmp_path / "pruner"
+    shutil.copytree(default_pruner_path(), checkpoint)
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text(json.dumps({
+        "id": "hop", "question": "The author of Where Rainbows End grew up in which city?",
+        "title": None,
+        "sentences": ["Where Rainbows End is Irish writer Cecelia Ahern's second novel.",
+                      "Rainbows End is a 2006 science fiction novel by Vernor Vinge.",
+                      "Cecelia Ahern (born 1981) is an Irish novelist from Dublin.",
+                      "Lisbon has many bakeries.", "Trams climb the hills of Porto."],
+        "labels": [1, 0, 1, 0, 0]}) + "\n")
+    pruner = Pruner.load(checkpoint)
+    chosen = calibrate(pruner, [dev], floors=[0.0], min_similarities=[0.3], floor_tokens=[40],
+                       bridges=[0.0], fuse_weights=[(0.6, 0.7)], margins=[0.1],
+                       fused_thresholds=[1.1], name_bridges=[0.0, 3.0], log=lambda line: None)
+    assert chosen["name_bridge"] == 3.0 and chosen["domains"]["dev.jsonl"]["recall"] == 1.0
+    store(checkpoint, chosen)
+    assert Pruner.load(checkpoint).keep_rule().name_bridge == 3.0
+    assert Pruner.load(checkpoint).keep_rule(threshold=0.5).name_bridge == 0.0

@@ -199,8 +199,9 @@ def test_highlight_endpoint(proxy):
 
     pruner = cached_pruner(default_pruner_path())
     assert data["floor_tokens"] == pruner.floor_tokens and data["bridge"] == pruner.bridge  # its rule
-    assert (data["fuse_cosine"], data["fuse_lexical"], data["margin"]) == (
-        pruner.fuse_cosine, pruner.fuse_lexical, pruner.margin)
+    assert (data["fuse_cosine"], data["fuse_lexical"], data["margin"], data["name_bridge"]) == (
+        pruner.fuse_cosine, pruner.fuse_lexical, pruner.margin, pruner.name_bridge)
+    assert pruner.name_bridge > 0  # the shipped rule follows a second hop's name
 
 
 def test_highlight_floor_keeps_the_best_sentences_whatever_the_threshold(proxy):
@@ -336,3 +337,28 @@ async def test_an_old_tool_call_unit_is_never_split(hygiene):
         shrunk = [d for d in result.report.stages[0].decisions
                   if d.action == "prune_spans" and d.message_index == 7]
         assert len(shrunk) == (0 if whole else 1)
+
+
+async def test_the_stage_follows_a_name_from_the_first_hop_to_the_second(hygiene):
+    """The stage gives the keep rule the output's sentences and the query, so ``name_bridge``
+    (fused rule) acts on tool outputs as in the bench and ``/v1/highlight``."""
+    filler = [f"Result {i}: the {w} festival of town {i} drew large crowds this summer."
+              for i, w in enumerate(["music", "film", "food", "book", "dance"] * 3)]
+    found = ["Where Rainbows End (in the US known as Love, Rosie) is Irish writer Cecelia "
+             "Ahern's second novel, published in 2004.",
+             "Rainbows End is a 2006 science fiction novel by Vernor Vinge.",
+             "Cecelia Ahern (born 30 September 1981) is an Irish novelist from Dublin."]
+    output = " ".join(filler[:7] + found + filler[7:])
+    question = "The author of Where Rainbows End grew up in which city?"
+    history = [HISTORY[0], {"role": "user", "content": f"{question} [[tool:search]]"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c3", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c3", "content": output},
+               {"role": "user", "content": question}]
+    kept = {}
+    for weight in (0.0, 5.0):
+        policy = _policy(keep_recent_exchanges=2, large_tool_output_tokens=200, name_bridge=weight)
+        result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
+        kept[weight] = next(m for m in result.messages if m["role"] == "tool")["content"]
+    assert "Cecelia Ahern's second novel" in kept[0.0] and "Cecelia Ahern (born" not in kept[0.0]
+    assert "Cecelia Ahern's second novel" in kept[5.0] and "Cecelia Ahern (born" in kept[5.0]

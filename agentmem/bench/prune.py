@@ -89,7 +89,7 @@ def pruner_keeps(records, scores, keep_rule: KeepRule,
             own = lexical[number] if lexical is not None else lexical_scores([record])[0]
             bm25 = [0.0] * first + [float(x) for x in own]
         decision = keep_rule.decide(score, range(first, len(score.probabilities)), cosines, rows,
-                                    bm25)
+                                    bm25, _inputs(record), record.question)
         keeps.append(decision[first:])
     return keeps
 
@@ -147,7 +147,7 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
     result["min_similarity"], result["floor_tokens"] = keep_rule.min_similarity, keep_rule.floor_tokens
     result["bridge"] = keep_rule.bridge
     result["fuse_cosine"], result["fuse_lexical"] = keep_rule.fuse_cosine, keep_rule.fuse_lexical
-    result["margin"] = keep_rule.margin
+    result["margin"], result["name_bridge"] = keep_rule.margin, keep_rule.name_bridge
     result["kept_sentences"] = kept_share(keeps)
     if answers_file is not None:  # token-level compression on top (agentmem/bench/compression.py)
         from agentmem.bench.compression import compression_result, squad_answers

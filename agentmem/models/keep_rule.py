@@ -35,11 +35,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from agentmem.names import name_links
+
 # How a sentence's token probabilities become one decision (see ``SentenceScores.keep``).
 SentenceRule = Literal["paper", "hf_code", "mean_prob"]
 
 if TYPE_CHECKING:
     from agentmem.models.pruner import SentenceScores
+
+
+NAME_ANCHORS = 2  # the best fused sentences whose names ``name_bridge`` follows
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class KeepRule:
     fuse_cosine: float = 0.0  # fused score: + this x the sentence's query cosine
     fuse_lexical: float = 0.0  # fused score: + this x its BM25 relative to the passage's best
     margin: float | None = None  # fused: also keep what is within this of the passage's best
+    name_bridge: float = 0.0  # fused: + this for a sentence defining a name the best two mention
 
     @property
     def fused(self) -> bool:
@@ -66,17 +72,21 @@ class KeepRule:
     def decide(self, scores: SentenceScores, eligible: Sequence[int] | None = None,
                similarities: Sequence[float] | None = None,
                vectors: np.ndarray | None = None,
-               lexical: Sequence[float] | None = None) -> list[bool]:
+               lexical: Sequence[float] | None = None,
+               texts: Sequence[str] | None = None, question: str | None = None) -> list[bool]:
         """Keep decisions for one passage. ``eligible``: the sentences the floor may add and
         whose tokens it counts (e.g. all but a title the caller drops anyway); default all.
         ``similarities``: each sentence's cosine to the query: it vetoes the threshold's
         unrelated keeps (``min_similarity``) and orders the floor's additions. ``vectors``:
         the sentences' unit vectors (row per sentence), for the floor's bridge term.
         ``lexical``: each sentence's BM25 to the query relative to the passage's best
-        (``agentmem.lexical.relative_bm25``), for a fused rule."""
+        (``agentmem.lexical.relative_bm25``), for a fused rule. ``texts`` (the sentences) and
+        ``question``: for a fused rule's ``name_bridge``."""
         indices = list(range(len(scores.probabilities)) if eligible is None else eligible)
+        linked: set[int] = set()  # second hops a name leads to: not vetoed for their cosine
         if self.fused:
-            keep, ranking = self.fused_keep(scores, indices, similarities, lexical)
+            keep, ranking, linked = self.fused_keep(scores, indices, similarities, lexical, texts,
+                                                    question)
         else:
             keep = scores.keep(self.threshold, self.rule)
             ranking = list(scores.probabilities)
@@ -86,15 +96,17 @@ class KeepRule:
         sizes = [int(tokens.size) for tokens in scores.kept_fraction_by_threshold]
         if similarities is not None:
             for index in indices:
-                if self.min_similarity is not None and similarities[index] < self.min_similarity:
+                if self.min_similarity is not None and similarities[index] < self.min_similarity \
+                        and index not in linked:
                     keep[index] = False
             if self.bridge and vectors is not None and indices:
                 add_bridge(ranking, keep, indices, vectors, self.bridge)
         return apply_floor(keep, ranking, sizes, self.floor, eligible, most=self.floor_tokens)
 
     def fused_keep(self, scores: SentenceScores, indices: Sequence[int],
-                   similarities: Sequence[float] | None,
-                   lexical: Sequence[float] | None) -> tuple[list[bool], list[float]]:
+                   similarities: Sequence[float] | None, lexical: Sequence[float] | None,
+                   texts: Sequence[str] | None = None, question: str | None = None
+                   ) -> tuple[list[bool], list[float], set[int]]:
         """The fused rule's keeps and floor order. Each signal misses what another catches:
         the model reads the passage jointly, the query cosine paraphrases, BM25 names and
         numbers; on the dev files the three together rank evidence better than any one
@@ -102,19 +114,39 @@ class KeepRule:
         fusion 0.48). Fused score = the sentence's mean keep probability + ``fuse_cosine`` x
         its cosine + ``fuse_lexical`` x its relative BM25; kept above ``threshold``, or within
         ``margin`` of the passage's best (budget-aware: a passage the model is unsure of still
-        keeps its best few sentences); the floor adds in fused order."""
+        keeps its best few sentences); the floor adds in fused order. With ``texts`` and
+        ``question``, ``name_bridge`` first raises the second hop (``bridge_names``)."""
         fused = list(scores.probabilities)
         for index in indices:
             if similarities is not None:
                 fused[index] += self.fuse_cosine * similarities[index]
             if lexical is not None:
                 fused[index] += self.fuse_lexical * lexical[index]
+        linked: set[int] = set()
+        if self.name_bridge and texts is not None and question is not None and indices:
+            linked = self.bridge_names(fused, indices, texts, question)
         keep = [False] * len(fused)
         best = max((fused[i] for i in indices), default=0.0)
         for index in indices:
             keep[index] = fused[index] > self.threshold or (
                 self.margin is not None and fused[index] >= best - self.margin)
-        return keep, fused
+        return keep, fused, linked
+
+    def bridge_names(self, fused: list[float], indices: Sequence[int], texts: Sequence[str],
+                     question: str) -> set[int]:
+        """A multi-hop question's second hop opens by defining the name its first hop
+        mentions ("Cecelia Ahern (born 1981) is ...") and shares no word with the question.
+        So a sentence that defines a name the passage's ``NAME_ANCHORS`` best fused sentences
+        mention (and the question does not; ``agentmem.names.name_links``) gains
+        ``name_bridge`` on its fused score (in place) and is judged by the threshold and
+        margin like any other; the returned links are spared the ``min_similarity`` veto,
+        whose premise (a keep unrelated to the question is a wrong paragraph's) is false for
+        the one sentence that is related to the question only through the first hop."""
+        anchors = sorted(indices, key=lambda i: -fused[i])[:NAME_ANCHORS]
+        links = name_links(question, texts, anchors, indices)
+        for index in links:
+            fused[index] += self.name_bridge
+        return set(links)
 
     def wants_similarities(self, scores: SentenceScores,
                            eligible: Sequence[int] | None = None) -> bool:

@@ -81,6 +81,7 @@ class Pruner:
         self.fuse_lexical: float = float(getattr(config, "agentmem_fuse_lexical", 0.0) or 0.0)
         margin = getattr(config, "agentmem_keep_margin", None)
         self.margin: float | None = None if margin is None else float(margin)
+        self.name_bridge: float = float(getattr(config, "agentmem_keep_name_bridge", 0.0) or 0.0)
         self._lock = threading.Lock()
 
     @classmethod
@@ -93,7 +94,7 @@ class Pruner:
                   floor: float | None = None, min_similarity: float | None = None,
                   floor_tokens: int | None = None, bridge: float | None = None,
                   fuse_cosine: float | None = None, fuse_lexical: float | None = None,
-                  margin: float | None = None) -> KeepRule:
+                  margin: float | None = None, name_bridge: float | None = None) -> KeepRule:
         """The checkpoint's calibrated keep rule, with any of its settings overridden. A
         threshold or sentence rule given without any fused setting means the model's own
         probabilities (Provence's ``threshold``), so a fused checkpoint's weights and margin
@@ -102,13 +103,14 @@ class Pruner:
             ("threshold", threshold), ("rule", rule), ("floor", floor),
             ("min_similarity", min_similarity), ("floor_tokens", floor_tokens),
             ("bridge", bridge), ("fuse_cosine", fuse_cosine), ("fuse_lexical", fuse_lexical),
-            ("margin", margin)) if value is not None}
+            ("margin", margin), ("name_bridge", name_bridge)) if value is not None}
         checkpoint = KeepRule(self.threshold, self.rule, self.floor, self.min_similarity,
                               self.floor_tokens, self.bridge, self.fuse_cosine,
-                              self.fuse_lexical, self.margin)
+                              self.fuse_lexical, self.margin, self.name_bridge)
         if given.keys() & {"threshold", "rule"} and not given.keys() & {
                 "fuse_cosine", "fuse_lexical", "margin"}:
-            checkpoint = replace(checkpoint, fuse_cosine=0.0, fuse_lexical=0.0, margin=None)
+            checkpoint = replace(checkpoint, fuse_cosine=0.0, fuse_lexical=0.0, margin=None,
+                                 name_bridge=0.0)
         return replace(checkpoint, **given)
 
     # -- scoring -------------------------------------------------------------------------------
@@ -261,7 +263,8 @@ class Pruner:
                 similarities, vectors = query_similarities(encode, questions[qi], own)
             if keep_rule.fuse_lexical:
                 lexical = relative_bm25(questions[qi], own).tolist()
-            keep = keep_rule.decide(score, eligible, similarities, vectors, lexical)
+            keep = keep_rule.decide(score, eligible, similarities, vectors, lexical, own,
+                                    questions[qi])
             title_index = 0 if (offset or title_is_first) else None
             if always_select_title and title_index is not None and any(keep):
                 keep[title_index] = True

@@ -69,5 +69,5 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
             "min_similarity": keep_rule.min_similarity, "floor_tokens": keep_rule.floor_tokens,
             "bridge": keep_rule.bridge, "fuse_cosine": keep_rule.fuse_cosine,
             "fuse_lexical": keep_rule.fuse_lexical, "margin": keep_rule.margin,
-            "highlighted": result["pruned_context"],
+            "name_bridge": keep_rule.name_bridge, "highlighted": result["pruned_context"],
             "compression_rate": result["compression_rate"], "sentences": result["sentences"]}

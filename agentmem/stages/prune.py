@@ -86,6 +86,10 @@ class PruneSettings(BaseModel):
     margin: float | None = Field(
         None, ge=0, description="Fused rule: also keep sentences within this of the output's "
         "best fused score; null: the checkpoint's.")
+    name_bridge: float | None = Field(
+        None, ge=0, description="Fused rule: added to the fused score of a sentence that opens "
+        "by defining a name the two best sentences mention and the query does not (a second "
+        "hop; agentmem/names.py); null: the checkpoint's.")
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
@@ -156,7 +160,8 @@ class PruneSettings(BaseModel):
         return {"threshold": self.threshold, "rule": self.rule, "floor": self.floor,
                 "min_similarity": self.min_similarity, "floor_tokens": self.floor_tokens,
                 "bridge": self.bridge, "fuse_cosine": self.fuse_cosine,
-                "fuse_lexical": self.fuse_lexical, "margin": self.margin}
+                "fuse_lexical": self.fuse_lexical, "margin": self.margin,
+                "name_bridge": self.name_bridge}
 
 
 @dataclass
@@ -396,11 +401,13 @@ class PruneStage(Stage):
                 # waiting for a MiniLM that a restarted server is still loading)
                 if embedder.loaded and keep_rule.wants_similarities(scores):
                     similarities, vectors = await _query_cosines(context, head, query)
+                texts = [candidate.text[a:b] for a, b in head.spans]
                 if keep_rule.fuse_lexical:
-                    bm25 = relative_bm25(query, [candidate.text[a:b] for a, b in head.spans])
+                    bm25 = relative_bm25(query, texts)
                 probabilities = list(scores.probabilities)
                 keep = keep_rule.decide(scores, similarities=similarities, vectors=vectors,
-                                        lexical=None if bm25 is None else bm25.tolist())
+                                        lexical=None if bm25 is None else bm25.tolist(),
+                                        texts=texts, question=query)
             tail = candidate.spans[len(head.spans):]
             if tail:  # past the call's pruner budget: the query's terms decide
                 unscored += len(tail)

@@ -35,6 +35,8 @@ BRIDGES: tuple[float, ...] = (0.0,)  # the floor's bridge weight (keep_rule.add_
 FUSE_WEIGHTS: tuple[tuple[float, float], ...] = ()
 MARGINS: tuple[float | None, ...] = (None, 0.1, 0.2, 0.3, 0.4)
 FUSED_THRESHOLDS: tuple[float, ...] = (0.7, 0.9, 1.1, 1.3, 9.0)
+# Fused rule: weights of the second hop's name link (keep_rule.KeepRule.bridge_names)
+NAME_BRIDGES: tuple[float, ...] = (0.0,)
 
 
 def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FLOORS,
@@ -43,7 +45,8 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
               bridges: Sequence[float] = BRIDGES,
               fuse_weights: Sequence[tuple[float, float]] = FUSE_WEIGHTS,
               margins: Sequence[float | None] = MARGINS,
-              fused_thresholds: Sequence[float] = FUSED_THRESHOLDS, log=print) -> dict[str, Any]:
+              fused_thresholds: Sequence[float] = FUSED_THRESHOLDS,
+              name_bridges: Sequence[float] = NAME_BRIDGES, log=print) -> dict[str, Any]:
     """The keep rule with the best mean F1 over the dev files, and per-file metrics."""
     from agentmem.bench.formats import PruneRecord, read_jsonl
     from agentmem.bench.prune import (
@@ -76,10 +79,10 @@ def calibrate(pruner, dev_files: Sequence[Path], *, floors: Sequence[float] = FL
 
     grid = [KeepRule(t, r, f, m, most, bridge) for r in RULES for t in THRESHOLDS for f in floors
             for m in min_similarities for most in floor_tokens for bridge in bridges]
-    grid += [KeepRule(t, "mean_prob", f, m, most, bridge, cosine, lexical, margin)
+    grid += [KeepRule(t, "mean_prob", f, m, most, bridge, cosine, lexical, margin, names)
              for cosine, lexical in fuse_weights for t in fused_thresholds for margin in margins
              for f in floors for m in min_similarities for most in floor_tokens
-             for bridge in bridges]
+             for bridge in bridges for names in name_bridges]
     log(f"calibrate: {len(grid):,} rules x {len(domains)} dev files")
     results = [(keep_rule, evaluate(keep_rule)) for keep_rule in grid]
 
@@ -121,7 +124,8 @@ def store(checkpoint: Path, calibration: dict[str, Any]) -> None:
                   agentmem_keep_bridge=calibration.get("bridge", 0.0),
                   agentmem_fuse_cosine=calibration.get("fuse_cosine", 0.0),
                   agentmem_fuse_lexical=calibration.get("fuse_lexical", 0.0),
-                  agentmem_keep_margin=calibration.get("margin"))
+                  agentmem_keep_margin=calibration.get("margin"),
+                  agentmem_keep_name_bridge=calibration.get("name_bridge", 0.0))
     config_file.write_text(json.dumps(config, indent=2) + "\n")
     training_file = checkpoint / "training.json"
     training = json.loads(training_file.read_text()) if training_file.exists() else {}

@@ -111,7 +111,10 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
                   "none (default: MARGINS)."),
               fused_thresholds: Optional[str] = typer.Option(
                   None, help="Fused rule: thresholds on the fused score to try (default: "
-                  "FUSED_THRESHOLDS).")):
+                  "FUSED_THRESHOLDS)."),
+              name_bridges: Optional[str] = typer.Option(
+                  None, help="Fused rule: weights of the second hop's name link to try "
+                  "(default: 0 only).")):
     """Choose the pruner's keep rule (sentence rule, threshold, token floor and its cap, least
     query cosine, and with --fuse-weights the fused rule's weights and margin) for the best
     mean F1 over the dev files, one per domain; the stage, the bench and /v1/highlight then
@@ -138,7 +141,8 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
         bridges=values(bridges, float, calibration.BRIDGES),
         fuse_weights=[pair(item) for item in fuse_weights.split(",")] if fuse_weights else (),
         margins=values(margins, float, calibration.MARGINS),
-        fused_thresholds=values(fused_thresholds, float, calibration.FUSED_THRESHOLDS))
+        fused_thresholds=values(fused_thresholds, float, calibration.FUSED_THRESHOLDS),
+        name_bridges=values(name_bridges, float, calibration.NAME_BRIDGES))
     if write:
         calibration.store(checkpoint, result)
     typer.echo(json.dumps(result, indent=2))

@@ -77,7 +77,8 @@ A Provence-style sentence pruner and reranker (token keep/drop head + rerank hea
   threshold {dev['threshold']}, floor {dev.get('floor', 0.0)} (at most {dev.get('floor_tokens')} tokens;
   None: no cap; bridge {dev.get('bridge', 0.0)}), min_similarity {dev.get('min_similarity')};
   fused score weights: cosine {dev.get('fuse_cosine', 0.0)}, BM25 {dev.get('fuse_lexical', 0.0)},
-  margin {dev.get('margin')} (all 0/None: the model's probabilities alone).
+  margin {dev.get('margin')}, name bridge {dev.get('name_bridge', 0.0)} (all 0/None: the model's
+  probabilities alone).
 - Metrics on squad_dev (1139 records; FORMATS.md prune keys): F1 {dev['f1']:.3f},
   precision {dev['precision']:.3f}, recall {dev['recall']:.3f}, micro-F1 {dev['micro_f1']:.3f},
   negative keep rate {dev['negative_keep_rate']:.3f}, compression {dev['compression']:.3f}.
@@ -86,6 +87,7 @@ A Provence-style sentence pruner and reranker (token keep/drop head + rerank hea
   `token_classifier` (keep/drop, 2 logits); `config.json` carries `agentmem_model_type`,
   `agentmem_sentence_rule`, `agentmem_threshold`, `agentmem_keep_floor`,
   `agentmem_keep_floor_tokens`, `agentmem_keep_bridge`, `agentmem_min_similarity`,
-  `agentmem_fuse_cosine`, `agentmem_fuse_lexical`, `agentmem_keep_margin`.
+  `agentmem_fuse_cosine`, `agentmem_fuse_lexical`, `agentmem_keep_margin`,
+  `agentmem_keep_name_bridge`.
 """
     (folder / "MODEL_CARD.md").write_text(text)

@@ -180,6 +180,7 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
     config.agentmem_fuse_cosine = metrics["fuse_cosine"]
     config.agentmem_fuse_lexical = metrics["fuse_lexical"]
     config.agentmem_keep_margin = metrics["margin"]
+    config.agentmem_keep_name_bridge = metrics["name_bridge"]
     _save(out, model, tokenizer, config)
     card = {"base": base_name, "init": init, "examples": len(encoded), "counts": counts,
             "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
@@ -202,7 +203,8 @@ def _choose_thresholds(pruner: Pruner, dev_files: Sequence[Path], log) -> dict[s
             "floor": calibration["floor"], "min_similarity": calibration["min_similarity"],
             "floor_tokens": calibration["floor_tokens"], "bridge": calibration["bridge"],
             "fuse_cosine": calibration["fuse_cosine"], "fuse_lexical": calibration["fuse_lexical"],
-            "margin": calibration["margin"], "calibration": calibration}
+            "margin": calibration["margin"], "name_bridge": calibration["name_bridge"],
+            "calibration": calibration}
 
 
 def _save(out: Path, model: ProvenceModel, tokenizer, config) -> None:
