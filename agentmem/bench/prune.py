@@ -9,6 +9,7 @@ sentence) gets its threshold chosen on the dev file.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -143,11 +144,7 @@ def run_prune(records, *, checkpoint: str | None, dev_file: Path | None,
     sims, vectors = sentence_embeddings(embedder, records)
     keeps = pruner_keeps(records, scores, keep_rule, sims, vectors)
     result = prune_metrics(records, keeps, keep_rule.threshold)
-    result["rule"], result["floor"] = keep_rule.rule, keep_rule.floor
-    result["min_similarity"], result["floor_tokens"] = keep_rule.min_similarity, keep_rule.floor_tokens
-    result["bridge"] = keep_rule.bridge
-    result["fuse_cosine"], result["fuse_lexical"] = keep_rule.fuse_cosine, keep_rule.fuse_lexical
-    result["margin"], result["name_bridge"] = keep_rule.margin, keep_rule.name_bridge
+    result.update(asdict(keep_rule))  # the rule that decided (its threshold is the same)
     result["kept_sentences"] = kept_share(keeps)
     if answers_file is not None:  # token-level compression on top (agentmem/bench/compression.py)
         from agentmem.bench.compression import compression_result, squad_answers

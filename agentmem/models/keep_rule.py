@@ -46,6 +46,16 @@ if TYPE_CHECKING:
 
 NAME_ANCHORS = 2  # the best fused sentences whose names ``name_bridge`` follows
 
+# Where a checkpoint's config.json keeps each field of its calibrated rule: read by
+# ``KeepRule.from_config``, written by ``KeepRule.config_entries`` (calibration, training).
+CONFIG_KEYS = {
+    "threshold": "agentmem_threshold", "rule": "agentmem_sentence_rule",
+    "floor": "agentmem_keep_floor", "min_similarity": "agentmem_min_similarity",
+    "floor_tokens": "agentmem_keep_floor_tokens", "bridge": "agentmem_keep_bridge",
+    "fuse_cosine": "agentmem_fuse_cosine", "fuse_lexical": "agentmem_fuse_lexical",
+    "margin": "agentmem_keep_margin", "name_bridge": "agentmem_keep_name_bridge",
+}
+
 
 @dataclass(frozen=True)
 class KeepRule:
@@ -62,6 +72,29 @@ class KeepRule:
     fuse_lexical: float = 0.0  # fused score: + this x its BM25 relative to the passage's best
     margin: float | None = None  # fused: also keep what is within this of the passage's best
     name_bridge: float = 0.0  # fused: + this for a sentence defining a name the best two mention
+
+    @classmethod
+    def from_config(cls, config: Any) -> KeepRule:
+        """A checkpoint's calibrated rule from its config (``CONFIG_KEYS``); a key it lacks
+        means the Provence default: the ``paper`` rule at 0.1, nothing else."""
+        def value(field: str) -> Any:
+            return getattr(config, CONFIG_KEYS[field], None)
+
+        def number(field: str, default: float = 0.0) -> float:
+            found = value(field)
+            return default if found is None else float(found)
+
+        least, most, margin = value("min_similarity"), value("floor_tokens"), value("margin")
+        return cls(number("threshold", 0.1), value("rule") or "paper", number("floor"),
+                   None if least is None else float(least), None if most is None else int(most),
+                   number("bridge"), number("fuse_cosine"), number("fuse_lexical"),
+                   None if margin is None else float(margin), number("name_bridge"))
+
+    @staticmethod
+    def config_entries(settings: dict[str, Any]) -> dict[str, Any]:
+        """The config.json entries of a rule's settings (``asdict`` of a ``KeepRule``, or a
+        calibration result holding them)."""
+        return {key: settings[field] for field, key in CONFIG_KEYS.items()}
 
     @property
     def fused(self) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from agentmem.models.keep_rule import SentenceRule
+from agentmem.models.keep_rule import CONFIG_KEYS, SentenceRule
 
 __all__ = ["BACKBONES", "ProvenceModel", "SentenceRule", "load_model"]
 
@@ -113,11 +113,7 @@ def load_config(folder: Path):
         raise ValueError(f"{folder}: unsupported model_type {model_type!r}; "
                          f"supported: {sorted(BACKBONES)}")
     config_class = getattr(transformers, BACKBONES[model_type][2])
-    extra = {k: data[k] for k in ("agentmem_model_type", "agentmem_sentence_rule",
-                                  "agentmem_threshold", "agentmem_keep_floor",
-                                  "agentmem_min_similarity", "agentmem_keep_floor_tokens",
-                                  "agentmem_keep_bridge")
-             if k in data}
+    extra = {k: data[k] for k in ("agentmem_model_type", *CONFIG_KEYS.values()) if k in data}
     clean = {k: v for k, v in data.items() if k not in {"auto_map", "architectures", "model_type"}}
     config = config_class(**clean)
     for key, value in extra.items():

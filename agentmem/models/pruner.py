@@ -13,14 +13,14 @@ import contextlib
 import string
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from agentmem.lexical import relative_bm25
-from agentmem.models.keep_rule import KeepRule, SentenceRule, query_similarities
+from agentmem.models.keep_rule import CONFIG_KEYS, KeepRule, SentenceRule, query_similarities
 from agentmem.text import split_sentences
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -66,22 +66,23 @@ class Pruner:
     mask to (rank logits, token keep probabilities); everything around the forward pass is
     shared, so both runtimes cut blocks and decide sentences the same way."""
 
+    # the checkpoint's calibrated keep rule, field by field (``KeepRule.from_config``)
+    threshold: float
+    rule: SentenceRule
+    floor: float
+    min_similarity: float | None
+    floor_tokens: int | None
+    bridge: float
+    fuse_cosine: float
+    fuse_lexical: float
+    margin: float | None
+    name_bridge: float
+
     def __init__(self, model, tokenizer, config, *, max_length: int | None = None):
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.max_length = min(max_length or 10**9, getattr(config, "max_position_embeddings", 512))
-        self.rule: SentenceRule = getattr(config, "agentmem_sentence_rule", "paper")
-        self.threshold: float = float(getattr(config, "agentmem_threshold", 0.1))
-        self.floor: float = float(getattr(config, "agentmem_keep_floor", 0.0))
-        least = getattr(config, "agentmem_min_similarity", None)
-        self.min_similarity: float | None = None if least is None else float(least)
-        most = getattr(config, "agentmem_keep_floor_tokens", None)
-        self.floor_tokens: int | None = None if most is None else int(most)
-        self.bridge: float = float(getattr(config, "agentmem_keep_bridge", 0.0) or 0.0)
-        self.fuse_cosine: float = float(getattr(config, "agentmem_fuse_cosine", 0.0) or 0.0)
-        self.fuse_lexical: float = float(getattr(config, "agentmem_fuse_lexical", 0.0) or 0.0)
-        margin = getattr(config, "agentmem_keep_margin", None)
-        self.margin: float | None = None if margin is None else float(margin)
-        self.name_bridge: float = float(getattr(config, "agentmem_keep_name_bridge", 0.0) or 0.0)
+        # the calibrated rule's fields as attributes (a backend may set its own rule/threshold)
+        vars(self).update(asdict(KeepRule.from_config(config)))
         self._lock = threading.Lock()
 
     @classmethod
@@ -104,9 +105,7 @@ class Pruner:
             ("min_similarity", min_similarity), ("floor_tokens", floor_tokens),
             ("bridge", bridge), ("fuse_cosine", fuse_cosine), ("fuse_lexical", fuse_lexical),
             ("margin", margin), ("name_bridge", name_bridge)) if value is not None}
-        checkpoint = KeepRule(self.threshold, self.rule, self.floor, self.min_similarity,
-                              self.floor_tokens, self.bridge, self.fuse_cosine,
-                              self.fuse_lexical, self.margin, self.name_bridge)
+        checkpoint = KeepRule(**{name: getattr(self, name) for name in CONFIG_KEYS})
         if given.keys() & {"threshold", "rule"} and not given.keys() & {
                 "fuse_cosine", "fuse_lexical", "margin"}:
             checkpoint = replace(checkpoint, fuse_cosine=0.0, fuse_lexical=0.0, margin=None,

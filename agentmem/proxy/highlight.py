@@ -10,6 +10,8 @@ sentences joined by single spaces), its keep probability and the decision; with
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -65,9 +67,5 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
         query.query, context, title=None, token_scores=query.token_scores, encode=encode,
         keep_rule=keep_rule))
     return {"object": "highlight", "reranking_score": result["reranking_score"],
-            "threshold": keep_rule.threshold, "rule": keep_rule.rule, "floor": keep_rule.floor,
-            "min_similarity": keep_rule.min_similarity, "floor_tokens": keep_rule.floor_tokens,
-            "bridge": keep_rule.bridge, "fuse_cosine": keep_rule.fuse_cosine,
-            "fuse_lexical": keep_rule.fuse_lexical, "margin": keep_rule.margin,
-            "name_bridge": keep_rule.name_bridge, "highlighted": result["pruned_context"],
+            **asdict(keep_rule), "highlighted": result["pruned_context"],
             "compression_rate": result["compression_rate"], "sentences": result["sentences"]}

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentmem.conversation import agent_step_start, query_of, recent_start
 from agentmem.lexical import relative_bm25, terms
 from agentmem.messages import text_of
+from agentmem.models.keep_rule import CONFIG_KEYS
 from agentmem.models.runtime import run_inference, run_inference_each
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
@@ -157,11 +158,7 @@ class PruneSettings(BaseModel):
     def keep_rule_overrides(self) -> dict[str, Any]:
         """The keep rule's settings this policy sets (None: the checkpoint's), as keyword
         arguments of ``Pruner.keep_rule``: the stage and ``/v1/highlight`` build one rule."""
-        return {"threshold": self.threshold, "rule": self.rule, "floor": self.floor,
-                "min_similarity": self.min_similarity, "floor_tokens": self.floor_tokens,
-                "bridge": self.bridge, "fuse_cosine": self.fuse_cosine,
-                "fuse_lexical": self.fuse_lexical, "margin": self.margin,
-                "name_bridge": self.name_bridge}
+        return {name: getattr(self, name) for name in CONFIG_KEYS}
 
 
 @dataclass

@@ -116,16 +116,7 @@ def store(checkpoint: Path, calibration: dict[str, Any]) -> None:
     """Write the chosen rule into config.json (and the whole calibration into training.json)."""
     config_file = checkpoint / "config.json"
     config = json.loads(config_file.read_text())
-    config.update(agentmem_sentence_rule=calibration["rule"],
-                  agentmem_threshold=calibration["threshold"],
-                  agentmem_keep_floor=calibration["floor"],
-                  agentmem_min_similarity=calibration.get("min_similarity"),
-                  agentmem_keep_floor_tokens=calibration.get("floor_tokens"),
-                  agentmem_keep_bridge=calibration.get("bridge", 0.0),
-                  agentmem_fuse_cosine=calibration.get("fuse_cosine", 0.0),
-                  agentmem_fuse_lexical=calibration.get("fuse_lexical", 0.0),
-                  agentmem_keep_margin=calibration.get("margin"),
-                  agentmem_keep_name_bridge=calibration.get("name_bridge", 0.0))
+    config.update(KeepRule.config_entries(calibration))
     config_file.write_text(json.dumps(config, indent=2) + "\n")
     training_file = checkpoint / "training.json"
     training = json.loads(training_file.read_text()) if training_file.exists() else {}

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agentmem.models.keep_rule import CONFIG_KEYS, KeepRule
 from agentmem.models.provence import ProvenceModel, load_model
 from agentmem.models.pruner import Pruner
 from agentmem.train.loop import Optimisation, resume_state, save_state, signature
@@ -170,17 +171,9 @@ def train_pruner(out: Path, *, data_dir: Path, base: str | None = None, epochs: 
     model.to("cpu").eval()
     dev_files = list(dev_files) or [data_dir / "prune" / "squad_dev.jsonl"]
     metrics = _choose_thresholds(pruner, dev_files, log)
-    config.agentmem_sentence_rule = metrics["rule"]
-    config.agentmem_threshold = metrics["threshold"]
-    config.agentmem_keep_floor = metrics["floor"]
-    config.agentmem_min_similarity = metrics["min_similarity"]
-    config.agentmem_keep_floor_tokens = metrics["floor_tokens"]
-    config.agentmem_keep_bridge = metrics["bridge"]
     # the whole rule: a run continued from a fused checkpoint must not keep its weights
-    config.agentmem_fuse_cosine = metrics["fuse_cosine"]
-    config.agentmem_fuse_lexical = metrics["fuse_lexical"]
-    config.agentmem_keep_margin = metrics["margin"]
-    config.agentmem_keep_name_bridge = metrics["name_bridge"]
+    for key, value in KeepRule.config_entries(metrics).items():
+        setattr(config, key, value)
     _save(out, model, tokenizer, config)
     card = {"base": base_name, "init": init, "examples": len(encoded), "counts": counts,
             "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
@@ -199,11 +192,7 @@ def _choose_thresholds(pruner: Pruner, dev_files: Sequence[Path], log) -> dict[s
 
     calibration = calibrate(pruner, dev_files, log=log)
     metrics = calibration["domains"][Path(dev_files[0]).name]
-    return {**metrics, "rule": calibration["rule"], "threshold": calibration["threshold"],
-            "floor": calibration["floor"], "min_similarity": calibration["min_similarity"],
-            "floor_tokens": calibration["floor_tokens"], "bridge": calibration["bridge"],
-            "fuse_cosine": calibration["fuse_cosine"], "fuse_lexical": calibration["fuse_lexical"],
-            "margin": calibration["margin"], "name_bridge": calibration["name_bridge"],
+    return {**metrics, **{name: calibration[name] for name in CONFIG_KEYS},
             "calibration": calibration}
 
 
