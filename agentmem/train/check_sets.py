@@ -143,7 +143,9 @@ if __name__ == "__main__":
     elif kind == "locomo":
         count = locomo(*arguments[:3])
     elif kind == "metatool":
-        singles, seed = [*map(int, sys.argv[6:8]), 1000, METATOOL_SEED][:2]
+        given = [int(x) for x in sys.argv[6:8]]
+        defaults = [1000, METATOOL_SEED]
+        singles, seed = given + defaults[len(given):]
         count = metatool(*arguments[:4], singles=singles, seed=seed)
     else:
         raise SystemExit(f"unknown check set {kind!r}: squad, locomo or metatool")
