@@ -35,6 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from agentmem.train.dev_sets import read_rows, write_rows
 from agentmem.train.pruner_mix import squad_json_records
 
 LOCOMO_MEMBER = re.compile(r".*/locomo10_v2/(\d+)\.json")
@@ -42,26 +43,14 @@ LOCOMO_KEYS = re.compile(r"session_\d+(_date_time)?|speaker_[ab]")
 METATOOL_SEED = 20261128
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
-
-
-def _write_jsonl(out: Path, rows: list[dict[str, Any]]) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row) + "\n")
-
-
 def squad(dev_json: Path, squad_dev: Path, out: Path) -> int:
     """Every question of the SQuAD dev articles whose title ``squad_dev`` does not hold."""
-    seen = {row.get("title") for row in _read_jsonl(squad_dev)}
+    seen = {row.get("title") for row in read_rows(squad_dev)}
     articles = json.loads(dev_json.read_text(encoding="utf-8"))["data"]
     unseen = [a for a in articles if a["title"].replace("_", " ") not in seen
               and a["title"] not in seen]
     records = squad_json_records(unseen)
-    _write_jsonl(out, records)
+    write_rows(out, records)
     return len(records)
 
 
@@ -101,7 +90,7 @@ def metatool(data_dir: Path, shared_tools: Path, out: Path, warm_out: Path, *,
     listed under two tools is left out, exact duplicates once), then every two-tool query
     outside it; each offers all the tools of ``metatool_tools.json``. ``warm_out``: the dev
     sample's queries that ``metatool_dev.jsonl`` does not hold (the issue's warm-up)."""
-    sample = _read_jsonl(shared_tools / "metatool_dev_queries.jsonl")
+    sample = read_rows(shared_tools / "metatool_dev_queries.jsonl")
     tools = json.loads((shared_tools / "metatool_tools.json").read_text(encoding="utf-8"))
     names = {tool["function"]["name"] for tool in tools}
     taken_ids = {row["id"] for row in sample}
@@ -130,9 +119,9 @@ def metatool(data_dir: Path, shared_tools: Path, out: Path, warm_out: Path, *,
     unknown = {g for item in chosen for g in item["gold"]} - names
     if unknown:
         raise ValueError(f"gold tools missing from metatool_tools.json: {sorted(unknown)}")
-    _write_jsonl(out, [{"id": item["id"], "query": item["query"], "messages": None,
+    write_rows(out, [{"id": item["id"], "query": item["query"], "messages": None,
                         "tools": tools, "gold": item["gold"]} for item in chosen])
-    _write_jsonl(warm_out, [row for row in sample if not row["in_metatool_dev_jsonl"]])
+    write_rows(warm_out, [row for row in sample if not row["in_metatool_dev_jsonl"]])
     return len(chosen)
 
 

@@ -36,7 +36,14 @@ from pathlib import Path
 from agentmem.lexical import BM25Index, terms
 
 
-def _write(out: Path, rows: list[dict]) -> None:
+def read_rows(path: Path) -> list[dict]:
+    """A JSONL file's rows (blank lines skipped)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def write_rows(out: Path, rows: list[dict]) -> None:
+    """Rows as JSONL (UTF-8, one JSON object a line), creating the folder."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
                    encoding="utf-8")
@@ -92,7 +99,7 @@ def multihop(source: Path, out: Path, *, seed: int = 13, distractor_groups: int 
     rows = read_multihop_rows(source, dev=True)
     records = multihop_records(rows, random.Random(seed),
                                distractors=(distractor_groups, distractor_groups))
-    _write(out, records)
+    write_rows(out, records)
     return len(records)
 
 
@@ -147,7 +154,7 @@ def hotpot(source: Path, out: Path) -> int:
     """A check file in HotpotQA's ten-paragraph layout from a JSON list of *train* rows
     (agentmem/train/DATA.md names the source); never HotpotQA's dev split."""
     records = hotpot_records(hotpot_rows(json.loads(source.read_text(encoding="utf-8"))))
-    _write(out, records)
+    write_rows(out, records)
     return len(records)
 
 
@@ -155,7 +162,7 @@ def multiparagraph(squad_dev: Path, out: Path, *, seed: int = 13, paragraphs: in
                    limit: int | None = 300) -> int:
     """Answerable SQuAD dev questions, their paragraph among ``paragraphs - 1`` others of the
     same article (a sample of ``limit`` questions, to keep CPU evaluation short)."""
-    rows = [json.loads(line) for line in squad_dev.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_rows(squad_dev)
     by_title: dict[str, list[tuple[str, ...]]] = {}
     for row in rows:
         group = by_title.setdefault(row.get("title") or "", [])
@@ -173,7 +180,7 @@ def multiparagraph(squad_dev: Path, out: Path, *, seed: int = 13, paragraphs: in
         sentences, labels = join_groups(groups)
         records.append({"id": row["id"] + "-x10", "question": row["question"], "title": None,
                         "sentences": sentences, "labels": labels})
-    _write(out, records)
+    write_rows(out, records)
     return len(records)
 
 
