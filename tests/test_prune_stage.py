@@ -62,11 +62,12 @@ async def test_prune_keeps_what_the_question_needs(hygiene):
     assert any("5512" in (c or "") and "Lyon" in (c or "") for c in sent)  # the evidence survives
     assert not any("spaghetti" in (c or "") for c in sent)  # the irrelevant exchange does not
     assert report.tokens_after < report.tokens_before
-    # system, the last two exchanges and the whole tool-call unit are still there, in order
+    # system and the last two exchanges are still there, in order; the unrelated inventory
+    # call went as a whole unit (its textless call message with its result)
     assert result.messages[0] is HISTORY[0]
     assert result.messages[-3:] == HISTORY[-3:]
     roles = [m["role"] for m in result.messages]
-    assert roles.count("tool") == 1 and any(m.get("tool_calls") for m in result.messages)
+    assert roles.count("tool") == 0 and not any(m.get("tool_calls") for m in result.messages)
     decisions = report.stages[0].decisions
     assert decisions and all(d.reason and d.score is not None for d in decisions)
     assert report.tokens_after <= 0.4 * report.tokens_before + 80  # the 40% history budget held
@@ -318,25 +319,34 @@ async def test_a_long_history_reports_its_drops_compactly(hygiene):
 
 
 async def test_an_old_tool_call_unit_is_never_split(hygiene):
-    """A tight budget and an unrelated question: the old inventory call stays with its result,
-    which shrinks to its best sentence (a tool-call member is never dropped alone); a generous
-    budget keeps the result whole."""
+    """An old inventory call (its call message has no text, the usual shape) and its result go
+    together: a tight budget and an unrelated question drop both, one decision naming both (the
+    call's textless message once kept every old result alive at its best sentence, so agent
+    histories overran the budget); a question about the result keeps the call with the result
+    shrunk to what it asks; a generous budget keeps the result whole."""
     filler = [m for i in range(40) for m in (
         {"role": "user", "content": f"Tell me fact number {i} about volcanoes and their ash."},
         {"role": "assistant", "content": f"Fact {i}: volcanic ash travels far on the wind."})]
-    history = [*HISTORY[:-1], *filler, {"role": "user", "content": "Where will my kettle be delivered?"}]
     result_text = HISTORY[7]["content"]
-    for fraction, whole in ((0.01, False), (1.0, True)):
+    for question, fraction, kept in (("Where will my kettle be delivered?", 0.01, "none"),
+                                     ("Which warehouse holds the red mugs?", 0.05, "shrunk"),
+                                     ("Where will my kettle be delivered?", 1.0, "whole")):
+        history = [*HISTORY[:-1], *filler, {"role": "user", "content": question}]
         result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
                                      policy=_policy(history_fraction=fraction))
+        decisions = result.report.stages[0].decisions
+        if kept == "none":
+            assert not {6, 7} & set(result.kept_indices)
+            [drop] = [d for d in decisions if d.action == "drop_message" and 7 in d.detail["unit"]]
+            assert 6 in drop.detail["unit"]
+            continue
         assert {6, 7} <= set(result.kept_indices)
         sent = dict(zip(result.kept_indices, result.messages))
         assert sent[6]["tool_calls"] == HISTORY[6]["tool_calls"]
-        assert (sent[7]["content"] == result_text) == whole
-        assert whole or sent[7]["content"] in [s.strip() + "." for s in result_text.split(".") if s]
-        shrunk = [d for d in result.report.stages[0].decisions
-                  if d.action == "prune_spans" and d.message_index == 7]
-        assert len(shrunk) == (0 if whole else 1)
+        assert (sent[7]["content"] == result_text) == (kept == "whole")
+        assert "Rotterdam" in sent[7]["content"]
+        shrunk = [d for d in decisions if d.action == "prune_spans" and d.message_index == 7]
+        assert len(shrunk) == (0 if kept == "whole" else 1)
 
 
 async def test_the_stage_follows_a_name_from_the_first_hop_to_the_second(hygiene):

@@ -108,6 +108,33 @@ def tools(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benc
          json_out)
 
 
+@bench_app.command("agent-history")
+def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Prune-format "
+                                            "file (passages with per-question sentence labels)."),
+                  policy: str = typer.Option("default", help="Policy preset or YAML path."),
+                  compare: str = typer.Option("", help="Further policies run on the same "
+                                              "sessions, comma-separated."),
+                  steps: int = typer.Option(40, min=4, help="Search steps per session."),
+                  sessions: int = typer.Option(4, min=1, help="Sessions."),
+                  per_session: int = typer.Option(20, min=1, help="Final questions per session."),
+                  results: int = typer.Option(3, min=1, help="Passages each search returns."),
+                  seed: int = typer.Option(0, help="Seed of the sessions' draw."),
+                  json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
+    """Agent sessions built from passages: does the answer in an older tool output reach the
+    model (agentmem/bench/agent_history.py)?"""
+    from agentmem.bench.agent_history import run_agent_history
+
+    try:
+        records = READERS["prune"](data)
+    except BenchDataError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    emit("bench agent-history", run_agent_history(
+        records, policy=policy, compare=tuple(p.strip() for p in compare.split(",") if p.strip()),
+        steps=steps, sessions=sessions, per_session=per_session, results=results, seed=seed),
+        json_out)
+
+
 @bench_app.command("tools-cv")
 def tools_cv(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benchmark file: "
                                        "its tool list, and its queries, which are never used."),

@@ -342,16 +342,23 @@ class PruneStage(Stage):
         shrunk = [older[o] for o in np.flatnonzero(droppable & (kept_rows > 0) & ~whole).tolist()]
         if not droppable.all():  # tool-call members: whole units go together, others shrink
             ordinal = {c.index: o for o, c in enumerate(older)}
-            units = [[older[ordinal[m.index]] for m in unit] for unit in draft.units()
-                     if len(unit) > 1 and all(m.index in ordinal for m in unit)]
-            grouped = {c.index for unit in units for c in unit}
-            units += [[c] for c in older if not c.droppable and c.index not in grouped]
-            for unit in units:
+            # A unit's call message usually has no text (content null): it is not a candidate,
+            # but it goes with its replies, or an old tool output could never be dropped.
+            units = [([older[ordinal[m.index]] for m in unit if m.index in ordinal],
+                      [m.index for m in unit if m.index not in ordinal])
+                     for unit in draft.units()
+                     if len(unit) > 1 and any(m.index in ordinal for m in unit)
+                     and all(m.index in ordinal or _textless_call(m.message) for m in unit)]
+            grouped = {c.index for members, _ in units for c in members}
+            units += [([c], []) for c in older if not c.droppable and c.index not in grouped]
+            for unit, calls in units:
                 members = [ordinal[c.index] for c in unit]
                 if all(whole[o] for o in members):
                     continue
-                if len(unit) > 1 and not any(kept_rows[o] for o in members):
+                if len(unit) + len(calls) > 1 and not any(kept_rows[o] for o in members):
+                    unit_best = max(best[o] for o in members)
                     dropped.update((older[o].index, best[o]) for o in members)
+                    dropped.update((index, unit_best) for index in calls)
                     continue
                 shrunk += [older[o] for o in members if not whole[o]]
         run = context.run
@@ -665,3 +672,8 @@ def _tokens(message: dict[str, Any]) -> int:
     from agentmem.ingest import message_tokens
 
     return message_tokens(message)
+
+
+def _textless_call(message: dict[str, Any]) -> bool:
+    """An assistant message that only calls tools (no text to score)."""
+    return bool(message.get("tool_calls")) and not text_of(message).strip()

@@ -1,0 +1,237 @@
+"""`agentmem bench agent-history`: does the answer in an older tool output reach the model?
+
+The history bench (LoCoMo) holds chat turns of a sentence or two; an agent's history is
+mostly tool output, passages of many sentences where only one or two answer the question at
+hand. This bench builds agent sessions from a prune-format file (SQuAD-style passages with
+per-question sentence labels, FORMATS.md "prune"): at each step the user asks a question, the
+assistant calls a ``search`` tool, the tool returns a passage and the assistant answers with
+the passage's answer sentence. The final question of a call is another question about a
+passage returned many steps earlier, whose answer sentence is not the one the assistant
+quoted then: it is only in the old tool output.
+
+Every request runs through the same pipeline as the proxy, against the session stored once
+(as the history bench). Measured per policy: answer-sentence recall (the gold sentence is in
+the outgoing request), passage recall (something of the gold tool output is), the token
+fraction, the call latency, and the MiniLM-cosine top-k sentences at the same tokens.
+Sessions are drawn with a fixed seed, so two runs (and two policies) see the same calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agentmem.bench.history import _Tally
+from agentmem.bench.results import percentile
+from agentmem.ingest import message_tokens
+from agentmem.text import count_tokens, split_sentences
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A passage and its answerable questions (question, gold sentence positions)."""
+
+    title: str
+    sentences: tuple[str, ...]
+    questions: tuple[tuple[str, frozenset[int]], ...]
+
+
+@dataclass(frozen=True)
+class FinalQuestion:
+    question: str
+    tool_index: int  # the message holding the passage
+    gold: tuple[str, ...]  # answer sentences, none of them quoted by the assistant
+
+
+@dataclass(frozen=True)
+class AgentSession:
+    messages: list[dict[str, Any]]
+    finals: list[FinalQuestion]
+
+
+def passages_of(records) -> list[Passage]:
+    """Prune records grouped by passage; unanswerable questions (no label) left out."""
+    grouped: dict[tuple[str, ...], list[tuple[str, frozenset[int]]]] = {}
+    titles: dict[tuple[str, ...], str] = {}
+    for record in records:
+        gold = frozenset(i for i, label in enumerate(record.labels) if label)
+        if not gold:
+            continue
+        key = tuple(record.sentences)
+        grouped.setdefault(key, []).append((record.question, gold))
+        titles[key] = record.title or ""
+    return [Passage(titles[key], key, tuple(questions)) for key, questions in grouped.items()]
+
+
+def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_session: int,
+                   results: int = 3, recent_steps: int = 2, seed: int = 0) -> list[AgentSession]:
+    """``sessions`` sessions of ``steps`` search steps each. A step's search returns
+    ``results`` passages: the one its question is about and others of the same title, as a
+    search engine returns neighbours of one topic. No passage is returned twice in a session
+    (an agent re-reading one page is another test: the poison stage's). Up to ``per_session``
+    final questions per session ask about passages of steps older than the last
+    ``recent_steps`` (the recent window is never pruned)."""
+    rng = random.Random(seed)
+    out = []
+    for number in range(sessions):
+        pool = rng.sample(passages, len(passages))
+        messages: list[dict[str, Any]] = []
+        finals: list[FinalQuestion] = []
+        for step in range(steps):
+            if not pool:
+                break
+            passage = pool.pop()
+            asked, asked_gold = passage.questions[0]
+            others = [p for p in pool if p.title == passage.title][: results - 1]
+            others += [p for p in pool if p not in others][: results - 1 - len(others)]
+            for other in others:
+                pool.remove(other)
+            found = [passage, *others]
+            rng.shuffle(found)
+            call_id = f"call_{number}_{step}"
+            messages.append({"role": "user", "content": asked})
+            messages.append({"role": "assistant", "content": None, "tool_calls": [{
+                "id": call_id, "type": "function",
+                "function": {"name": "search", "arguments": json.dumps({"query": asked})}}]})
+            tool_index = len(messages)
+            messages.append({"role": "tool", "tool_call_id": call_id,
+                             "content": "\n\n".join(" ".join(p.sentences) for p in found)})
+            messages.append({"role": "assistant",
+                             "content": " ".join(passage.sentences[i] for i in sorted(asked_gold))})
+            for question, gold in passage.questions[1:]:
+                if not gold & asked_gold:
+                    finals.append(FinalQuestion(question, tool_index,
+                                                tuple(passage.sentences[i] for i in sorted(gold))))
+                    break
+        recent = len(messages) - 4 * recent_steps  # each step is four messages
+        finals = [final for final in finals if final.tool_index < recent]
+        rng.shuffle(finals)
+        out.append(AgentSession(messages, finals[:per_session]))
+    return out
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _embedding_topk_rows(query, vectors, rows, messages, budget: int) -> set[int]:
+    """Rows of the sentences most similar to the query that fit ``budget`` tokens."""
+    kept: set[int] = set()
+    turns: set[int] = set()
+    used = 0
+    for row in np.argsort(-(vectors @ query)).tolist():
+        index, a, b = rows[row]
+        cost = count_tokens(_text(messages[index])[a:b]) + (3 if index not in turns else 0)
+        if used + cost > budget:
+            continue
+        kept.add(row)
+        turns.add(index)
+        used += cost
+    return kept
+
+
+async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ...]
+               ) -> dict[str, Any]:
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+    from agentmem.models.embedder import default_embedder
+
+    hygiene = Hygiene(policy, settings=Settings(
+        data_dir=tempfile.mkdtemp(prefix="agentmem-agent-history-")))
+    embedder = default_embedder()
+    tallies = [_Tally(name) for name in (policy, *compare)]
+    sentence_hits = {tally.policy: [0, 0, 0] for tally in tallies}  # ours, embedding, total
+    questions = 0
+    try:
+        for number, session in enumerate(sessions):
+            messages = session.messages
+            name = f"agent-{number}"
+            await hygiene.apply(messages + [{"role": "user", "content": "Next question."}],
+                                session_id=name)
+            await hygiene.drain()
+            for other in compare:
+                await hygiene.apply(messages + [{"role": "user", "content": "Warm up."}],
+                                    session_id=name, policy=other)
+            rows = [(i, s.start, s.end) for i, m in enumerate(messages)
+                    for s in split_sentences(_text(m))]
+            vectors = embedder.encode([_text(messages[i])[a:b] for i, a, b in rows])
+            for final in session.finals:
+                questions += 1
+                request = messages + [{"role": "user", "content": final.question}]
+                query = embedder.encode([final.question])[0]
+                passage = _text(messages[final.tool_index])
+                tool_rows = [r for r, (i, _, _) in enumerate(rows) if i == final.tool_index]
+                rows_of_gold = [[r for r in tool_rows if passage[rows[r][1]:rows[r][2]] in g]
+                                for g in final.gold]
+                for tally in tallies:
+                    started = time.perf_counter()
+                    result = await hygiene.apply(
+                        request, session_id=name,
+                        policy=None if tally is tallies[0] else tally.policy)
+                    elapsed = (time.perf_counter() - started) * 1000
+                    tally.latencies.append(result.report.latency_ms.get("hygiene", elapsed))
+                    tally.fractions.append(result.report.tokens_after
+                                           / max(1, result.report.tokens_before))
+                    for warning in result.report.warnings:
+                        key = re.sub(r"[\d,.]+", "N", warning)[:120]
+                        tally.warnings[key] = tally.warnings.get(key, 0) + 1
+                    outgoing = dict(zip(result.kept_indices, result.messages))
+                    budget = result.report.tokens_after - message_tokens(request[-1])
+                    chosen = _embedding_topk_rows(query, vectors, rows, messages, budget)
+                    kept_text = _text(outgoing.get(final.tool_index, {}))
+                    tally.total += 1
+                    tally.retained += bool(kept_text)
+                    tally.full += kept_text == passage
+                    tally.embed_hits += any(r in chosen for r in tool_rows)
+                    hits = sentence_hits[tally.policy]
+                    hits[0] += sum(g in kept_text for g in final.gold)
+                    hits[1] += sum(bool(found) and all(r in chosen for r in found)
+                                   for found in rows_of_gold)
+                    hits[2] += len(final.gold)
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+
+    def result_of(tally: _Tally) -> dict[str, Any]:
+        ours, embedded, total = sentence_hits[tally.policy]
+        return {
+            "n": questions,
+            "answer_sentence_recall": ours / total if total else 0.0,
+            "passage_recall": tally.retained / tally.total if tally.total else 0.0,
+            "passage_whole": tally.full / tally.total if tally.total else 0.0,
+            "token_fraction": float(np.mean(tally.fractions)) if tally.fractions else 0.0,
+            "latency_ms_p50": percentile(tally.latencies, 0.5),
+            "latency_ms_p95": percentile(tally.latencies, 0.95),
+            "baselines": {"embedding_topk": {
+                "answer_sentence_recall": embedded / total if total else 0.0,
+                "passage_recall": tally.embed_hits / tally.total if tally.total else 0.0}},
+            "policy": tally.policy,
+            **({"warnings": dict(tally.warnings)} if tally.warnings else {}),
+        }
+
+    out = result_of(tallies[0])
+    if compare:
+        out["compare"] = {tally.policy: result_of(tally) for tally in tallies[1:]}
+    return out
+
+
+def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), steps: int = 40,
+                      sessions: int = 4, per_session: int = 20, results: int = 3, seed: int = 0
+                      ) -> dict[str, Any]:
+    """The bench for ``policy`` (and each of ``compare``) on sessions built from prune
+    records (``build_sessions``)."""
+    built = build_sessions(passages_of(records), steps=steps, sessions=sessions,
+                           per_session=per_session, results=results, seed=seed)
+    result = asyncio.run(_run(built, policy, compare))
+    result.update(steps=steps, sessions=sessions, per_session=per_session, results=results,
+                  seed=seed)
+    return result

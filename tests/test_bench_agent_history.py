@@ -1,0 +1,62 @@
+"""`agentmem bench agent-history`: sessions built from passages, measured through the engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from agentmem.bench.agent_history import build_sessions, passages_of
+from agentmem.bench.formats import PruneRecord
+
+
+def _records() -> list[PruneRecord]:
+    """Thirty made-up towns, four facts each; two questions per town about different facts."""
+    records = []
+    for k in range(30):
+        town = f"Velmora{k}"
+        sentences = [f"{town} lies on the banks of the river Osk{k}.",
+                     f"{town} has {k * 1000 + 7} inhabitants according to the last census.",
+                     f"The mayor of {town} is Adela Brinkman{k}.",
+                     f"{town} was founded in the year {1500 + k}."]
+        for question, gold in ((f"Which river does {town} lie on?", 0),
+                               (f"Who is the mayor of {town}?", 2)):
+            records.append(PruneRecord(id=f"{k}-{gold}", question=question, title=f"region{k % 3}",
+                                       sentences=sentences,
+                                       labels=[int(i == gold) for i in range(4)]))
+    return records
+
+
+def test_sessions_never_repeat_a_passage_and_ask_only_about_old_unquoted_sentences():
+    [session] = build_sessions(passages_of(_records()), steps=12, sessions=1, per_session=50,
+                               results=2, recent_steps=2, seed=3)
+    tools = [m["content"] for m in session.messages if m["role"] == "tool"]
+    passages = [p for text in tools for p in text.split("\n\n")]
+    assert len(tools) == 12 and len(passages) == 24 == len(set(passages))
+    recent = len(session.messages) - 8
+    assert session.finals and all(f.tool_index < recent for f in session.finals)
+    for final in session.finals:
+        assert session.messages[final.tool_index]["role"] == "tool"
+        assert all(g in session.messages[final.tool_index]["content"] for g in final.gold)
+        quoted = session.messages[final.tool_index + 1]["content"]  # the assistant's answer
+        assert not any(g in quoted for g in final.gold) and "mayor" in final.question
+
+
+def test_bench_keeps_the_answers_of_old_tool_outputs_inside_the_budget(tmp_path):
+    source = tmp_path / "towns.jsonl"
+    source.write_text("".join(r.model_dump_json() + "\n" for r in _records()))
+    policy = tmp_path / "prune_only.yaml"
+    policy.write_text("extends: default\nname: prune-only\nstages: [prune]\n"
+                      "prune: {history_floor_tokens: 100, history_fraction: 0.08}\n")
+    out = tmp_path / "result.json"
+    done = subprocess.run([sys.executable, "-m", "agentmem", "bench", "agent-history", "--data",
+                           str(source), "--policy", str(policy), "--steps", "24", "--sessions",
+                           "1", "--per-session", "6", "--results", "2", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["n"] == 6
+    assert result["answer_sentence_recall"] >= 0.8
+    # the old tool-call units go whole (call and result) when unneeded: the budget holds
+    assert result["token_fraction"] < 0.25  # 0.31 when every old result stayed
+    assert 0 <= result["baselines"]["embedding_topk"]["answer_sentence_recall"] <= 1
