@@ -499,3 +499,30 @@ def test_two_sessions_with_the_same_words_at_other_turns_keep_their_own_counts(e
                             position=np.append(shifted.position, shifted.position[-1] + 1),
                             size=shifted.size + 1)
     assert poison._turn_frequency(grown) == _reference_turn_frequency(grown)
+
+
+def test_a_search_tools_results_on_one_topic_are_not_poison_until_the_assistant_repeats_one(encode):
+    """Passages about one city share its names and words from result to result: the source's
+    subject, not a claim feeding on itself. The assistant stating one of them again and
+    again is."""
+    passages = [
+        "In 1901 Jews constituted a third of Warsaw's inhabitants, the largest community in Europe.",
+        "By 1921 Jews constituted about 33 percent of Warsaw's population, some 310,000 people.",
+        "On the eve of the war in 1938 Jews constituted nearly 30 percent of Warsaw's residents.",
+        "After 1945 only a few thousand of Warsaw's Jews returned; the community never recovered.",
+    ]
+    messages: list[dict] = [system("You are a research assistant. Use web_search.")]
+    for number, passage in enumerate(passages):
+        messages += [asked(f"Tell me about Warsaw's history, part {number + 1}."),
+                     call("web_search", {"query": f"Warsaw history part {number + 1}"}, number),
+                     result({"results": [{"url": f"https://example.org/{number}",
+                                          "snippet": passage}]}, number),
+                     said("Here is what the source says.")]
+    messages.append(asked("Thanks."))
+    assert flagged(messages, encode) == {}
+    repeated = [*messages[:-1],
+                said("So in 1921 Jews constituted about 33 percent of Warsaw, some 310,000 people."),
+                asked("Really?"),
+                said("Yes: 33 percent of Warsaw in 1921 were Jews, about 310,000 people."),
+                asked("ok")]
+    assert {len(messages) - 1, len(messages) + 1} <= set(flagged(repeated, encode))

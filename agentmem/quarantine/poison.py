@@ -27,7 +27,13 @@ invented. What is withheld is still a whole sentence (a corpus row); clauses dec
    to it does not state; gap words in two turns are the claim's anchors. Members chain when
    they share an anchor and a related meaning, or say the same thing in other words (with the
    same amounts). A chain over ``min_occurrences`` turns, made at least twice without even
-   weak support, is poison. A mostly supported clause joins it only through a detail the
+   weak support, is poison, if the assistant (or third-party text a trusted tool relays)
+   made it in two of those turns at least, or an untrusted source said the same statement
+   each time (cosine ``SAME_CLAIM_SIMILARITY``): a search tool's results about one topic
+   share its names and words from result to result ("the Jews constituted ..." in four
+   passages about Warsaw, each with its own year and share), which is the source's subject,
+   not a claim feeding on itself; the assistant repeating one of them is (every poisoned
+   claim of the poison dev sets is the assistant's, twice or more). A mostly supported clause joins it only through a detail the
    chain states most times, never when it gives other, supported amounts; clauses elsewhere
    that repeat the chain's novel details (said by no authority) join it too. A chain of more
    than ``LOOSE_CHAIN_TURNS`` turns with no detail said in most of them is links of links
@@ -398,6 +404,8 @@ def _clause_vectors(texts: list[str], encode: Encoder | None) -> np.ndarray | No
 SUPPORT_COVERAGE = 0.75  # share of a clause's details one authority unit must state
 ENTITY_COVERAGE = 0.5  # weak support: this share, with every number, date and name
 MIN_BARE_TURNS = 1  # turns where the claim is made without weak support, at least
+MIN_VOICED_TURNS = 2  # turns where the assistant (or relayed text) makes the claim, at least,
+SAME_CLAIM_SIMILARITY = 0.9  # unless an untrusted source's occurrences are the same statement
 NEVER = 10**9
 UNITS_EXAMINED = 8  # candidates whose coverage is computed exactly, per clause
 
@@ -693,6 +701,11 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             bare = {clauses[k].position for k in flagged if not weak[k]}
             if len(bare) < MIN_BARE_TURNS:
                 continue  # only ever said next to supported details: a paraphrase, not a claim
+            voiced = {clauses[k].position for k in flagged
+                      if statements.trust[clauses[k].row] != "untrusted"}
+            if len(voiced) < MIN_VOICED_TURNS and float(
+                    (vectors[flagged] @ vectors[flagged].T).min()) < SAME_CLAIM_SIMILARITY:
+                continue  # an untrusted source's topic recurring over its results, not taken up
             own = {a for k in flagged for a in gaps[k] & anchors}  # this chain's, not the group's
             if not own and peers:
                 continue  # between peers, a claim must repeat a name, number or date of its own
