@@ -526,3 +526,21 @@ def test_a_search_tools_results_on_one_topic_are_not_poison_until_the_assistant_
                 said("Yes: 33 percent of Warsaw in 1921 were Jews, about 310,000 people."),
                 asked("ok")]
     assert {len(messages) - 1, len(messages) + 1} <= set(flagged(repeated, encode))
+
+
+def test_a_search_run_again_is_one_occurrence_but_other_pages_saying_it_are_not(encode):
+    """An agent re-running one search reads one page three times: said once. Three pages
+    that each carry the claim (other calls) recur, as the withheld-whole test of
+    tests/test_quarantine_records.py has it."""
+    claim = "The warehouse in Gdansk confirmed the refund already."
+
+    def session(arguments) -> list[dict]:
+        messages = [system("You are a support agent."), asked("Was my refund sent?")]
+        for number, argument in enumerate(arguments):
+            messages += [call("web_lookup", {"page": argument}, number), result(claim, number),
+                         said("Let me check another source."),
+                         asked(f"Anything on page {number + 1}?")]
+        return messages
+
+    assert flagged(session([0, 0, 0]), encode) == {}
+    assert len(flagged(session([0, 1, 2]), encode)) == 3

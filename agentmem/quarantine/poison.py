@@ -33,7 +33,9 @@ invented. What is withheld is still a whole sentence (a corpus row); clauses dec
    share its names and words from result to result ("the Jews constituted ..." in four
    passages about Warsaw, each with its own year and share), which is the source's subject,
    not a claim feeding on itself; the assistant repeating one of them is (every poisoned
-   claim of the poison dev sets is the assistant's, twice or more). A mostly supported clause joins it only through a detail the
+   claim of the poison dev sets is the assistant's, twice or more). The same call (name and
+   arguments) returning the same clause again counts once: an agent re-running a search
+   reads one page twice, the page does not say it twice. A mostly supported clause joins it only through a detail the
    chain states most times, never when it gives other, supported amounts; clauses elsewhere
    that repeat the chain's novel details (said by no authority) join it too. A chain of more
    than ``LOOSE_CHAIN_TURNS`` turns with no detail said in most of them is links of links
@@ -115,7 +117,7 @@ told too totally true try typical within may typically usual usually want way we
 will would yes yet sound absolutely course perfect wonderful awesome fair understand hi hello hey able
 case recommend suggest worry problem don doesn didn isn aren wasn weren won can couldn
 wouldn shouldn haven hasn hadn us due end ending one ones found remember recap summary
-draft correct choice enjoy welcome interesting basically honestly heads plus news
+draft correct choice enjoy welcome interesting basically honestly heads plus news another
 """.split())
 
 _SPLIT_ALNUM = re.compile(r"[a-z]+|\d+")
@@ -706,6 +708,8 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             if len(voiced) < MIN_VOICED_TURNS and float(
                     (vectors[flagged] @ vectors[flagged].T).min()) < SAME_CLAIM_SIMILARITY:
                 continue  # an untrusted source's topic recurring over its results, not taken up
+            if len({_occurrence(statements, clauses[k]) for k in flagged}) < settings.min_occurrences:
+                continue  # the same call read again (an agent re-running a search) says it once
             own = {a for k in flagged for a in gaps[k] & anchors}  # this chain's, not the group's
             if not own and peers:
                 continue  # between peers, a claim must repeat a name, number or date of its own
@@ -1159,6 +1163,15 @@ def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
 
 
 _TOKEN = re.compile(r"[\w$€£][\w.,:'’-]*\w|\w")
+
+
+def _occurrence(statements: Statements, clause: Clause) -> Any:
+    """Where a clause counts as said: its turn, but one occurrence for an untrusted tool's
+    clause that the same call (name and arguments) returned before: a page read again."""
+    position = clause.position
+    if statements.trust[clause.row] == "untrusted" and position in statements.calls:
+        return statements.calls[position], clause.text
+    return position
 
 
 def _surface(anchors: set[str], texts: list[str], most: int = 5) -> list[str]:
