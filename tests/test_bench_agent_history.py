@@ -60,3 +60,19 @@ def test_bench_keeps_the_answers_of_old_tool_outputs_inside_the_budget(tmp_path)
     # the old tool-call units go whole (call and result) when unneeded: the budget holds
     assert result["token_fraction"] < 0.25  # 0.31 when every old result stayed
     assert 0 <= result["baselines"]["embedding_topk"]["answer_sentence_recall"] <= 1
+
+
+def test_reruns_repeat_an_earlier_step_and_leave_the_draw_alone():
+    passages = passages_of(_records())
+    [plain] = build_sessions(passages, steps=12, sessions=1, per_session=50, results=2, seed=3)
+    [rerun] = build_sessions(passages, steps=12, sessions=1, per_session=50, results=2, seed=3,
+                             rerun_every=4)
+    assert len(rerun.messages) == len(plain.messages) + 4 * 2  # after steps 4 and 8
+    tools = [m for m in rerun.messages if m["role"] == "tool"]
+    contents = [m["content"] for m in tools]
+    assert len(set(contents)) == 12 and len(contents) == 14  # two results seen again
+    assert len({m["tool_call_id"] for m in tools}) == 14  # each call its own id
+    calls = [m for m in rerun.messages if m.get("tool_calls")]
+    assert [c["tool_calls"][0]["id"] for c in calls] == [m["tool_call_id"] for m in tools]
+    firsts = [c for i, c in enumerate(contents) if contents.index(c) == i]
+    assert firsts == [m["content"] for m in plain.messages if m["role"] == "tool"]  # same draw

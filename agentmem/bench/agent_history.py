@@ -72,19 +72,24 @@ def passages_of(records) -> list[Passage]:
 
 
 def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_session: int,
-                   results: int = 3, recent_steps: int = 2, seed: int = 0) -> list[AgentSession]:
+                   results: int = 3, recent_steps: int = 2, rerun_every: int = 0,
+                   seed: int = 0) -> list[AgentSession]:
     """``sessions`` sessions of ``steps`` search steps each. A step's search returns
     ``results`` passages: the one its question is about and others of the same title, as a
-    search engine returns neighbours of one topic. No passage is returned twice in a session
-    (an agent re-reading one page is another test: the poison stage's). Up to ``per_session``
+    search engine returns neighbours of one topic. No passage is returned twice in a session,
+    unless ``rerun_every`` is N > 0: then after every Nth step the agent runs an earlier step's
+    search again (the same question, call and result, and the same answer), as agents do; the
+    session is otherwise the same draw. Up to ``per_session``
     final questions per session ask about passages of steps older than the last
     ``recent_steps`` (the recent window is never pruned)."""
     rng = random.Random(seed)
     out = []
     for number in range(sessions):
+        again = random.Random(seed + 1 + number)  # the reruns' own draw
         pool = rng.sample(passages, len(passages))
         messages: list[dict[str, Any]] = []
         finals: list[FinalQuestion] = []
+        starts: list[int] = []  # where each drawn step begins (reruns are not drawn again)
         for step in range(steps):
             if not pool:
                 break
@@ -97,6 +102,7 @@ def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_se
             found = [passage, *others]
             rng.shuffle(found)
             call_id = f"call_{number}_{step}"
+            starts.append(len(messages))
             messages.append({"role": "user", "content": asked})
             messages.append({"role": "assistant", "content": None, "tool_calls": [{
                 "id": call_id, "type": "function",
@@ -111,6 +117,12 @@ def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_se
                     finals.append(FinalQuestion(question, tool_index,
                                                 tuple(passage.sentences[i] for i in sorted(gold))))
                     break
+            if rerun_every and step and step % rerun_every == 0:
+                first = starts[again.randrange(step)]
+                user, called, answered, reply = (dict(m) for m in messages[first:first + 4])
+                rerun_id = f"{call_id}_again"
+                called["tool_calls"] = [{**called["tool_calls"][0], "id": rerun_id}]
+                messages += [user, called, {**answered, "tool_call_id": rerun_id}, reply]
         recent = len(messages) - 4 * recent_steps  # each step is four messages
         finals = [final for final in finals if final.tool_index < recent]
         rng.shuffle(finals)
@@ -150,6 +162,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
     embedder = default_embedder()
     tallies = [_Tally(name) for name in (policy, *compare)]
     sentence_hits = {tally.policy: [0, 0, 0] for tally in tallies}  # ours, embedding, total
+    withheld: dict[str, list[int]] = {tally.policy: [] for tally in tallies}
     questions = 0
     try:
         for number, session in enumerate(sessions):
@@ -184,6 +197,9 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                     for warning in result.report.warnings:
                         key = re.sub(r"[\d,.]+", "N", warning)[:120]
                         tally.warnings[key] = tally.warnings.get(key, 0) + 1
+                    withheld[tally.policy].append(sum(
+                        len(stage.decisions) for stage in result.report.stages
+                        if stage.stage == "quarantine"))
                     outgoing = dict(zip(result.kept_indices, result.messages))
                     budget = result.report.tokens_after - message_tokens(request[-1])
                     chosen = _embedding_topk_rows(query, vectors, rows, messages, budget)
@@ -209,6 +225,8 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
             "passage_recall": tally.retained / tally.total if tally.total else 0.0,
             "passage_whole": tally.full / tally.total if tally.total else 0.0,
             "token_fraction": float(np.mean(tally.fractions)) if tally.fractions else 0.0,
+            "quarantine_decisions_mean": (float(np.mean(withheld[tally.policy]))
+                                          if withheld[tally.policy] else 0.0),
             "latency_ms_p50": percentile(tally.latencies, 0.5),
             "latency_ms_p95": percentile(tally.latencies, 0.95),
             "baselines": {"embedding_topk": {
@@ -225,13 +243,14 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
 
 
 def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), steps: int = 40,
-                      sessions: int = 4, per_session: int = 20, results: int = 3, seed: int = 0
-                      ) -> dict[str, Any]:
+                      sessions: int = 4, per_session: int = 20, results: int = 3,
+                      rerun_every: int = 0, seed: int = 0) -> dict[str, Any]:
     """The bench for ``policy`` (and each of ``compare``) on sessions built from prune
     records (``build_sessions``)."""
     built = build_sessions(passages_of(records), steps=steps, sessions=sessions,
-                           per_session=per_session, results=results, seed=seed)
+                           per_session=per_session, results=results, rerun_every=rerun_every,
+                           seed=seed)
     result = asyncio.run(_run(built, policy, compare))
     result.update(steps=steps, sessions=sessions, per_session=per_session, results=results,
-                  seed=seed)
+                  rerun_every=rerun_every, seed=seed)
     return result

@@ -118,6 +118,8 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
                   sessions: int = typer.Option(4, min=1, help="Sessions."),
                   per_session: int = typer.Option(20, min=1, help="Final questions per session."),
                   results: int = typer.Option(3, min=1, help="Passages each search returns."),
+                  rerun_every: int = typer.Option(0, min=0, help="After every Nth step, run an "
+                                                  "earlier search again (0: never)."),
                   seed: int = typer.Option(0, help="Seed of the sessions' draw."),
                   json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
     """Agent sessions built from passages: does the answer in an older tool output reach the
@@ -131,7 +133,8 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
         raise typer.Exit(2) from None
     emit("bench agent-history", run_agent_history(
         records, policy=policy, compare=tuple(p.strip() for p in compare.split(",") if p.strip()),
-        steps=steps, sessions=sessions, per_session=per_session, results=results, seed=seed),
+        steps=steps, sessions=sessions, per_session=per_session, results=results,
+        rerun_every=rerun_every, seed=seed),
         json_out)
 
 
