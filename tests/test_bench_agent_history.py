@@ -59,7 +59,7 @@ def test_bench_keeps_the_answers_of_old_tool_outputs_inside_the_budget(tmp_path)
     assert result["answer_sentence_recall"] >= 0.8
     # the old tool-call units go whole (call and result) when unneeded: the budget holds
     assert result["token_fraction"] < 0.25  # 0.31 when every old result stayed
-    assert 0 <= result["baselines"]["embedding_topk"]["answer_sentence_recall"] <= 1
+    assert result["baselines"]["embedding_topk"]["answer_sentence_recall"] >= 0.8  # same tokens
 
 
 def test_reruns_repeat_an_earlier_step_and_leave_the_draw_alone():

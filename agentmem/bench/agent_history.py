@@ -4,15 +4,16 @@ The history bench (LoCoMo) holds chat turns of a sentence or two; an agent's his
 mostly tool output, passages of many sentences where only one or two answer the question at
 hand. This bench builds agent sessions from a prune-format file (SQuAD-style passages with
 per-question sentence labels, FORMATS.md "prune"): at each step the user asks a question, the
-assistant calls a ``search`` tool, the tool returns a passage and the assistant answers with
-the passage's answer sentence. The final question of a call is another question about a
-passage returned many steps earlier, whose answer sentence is not the one the assistant
-quoted then: it is only in the old tool output.
+assistant calls a ``search`` tool, the tool returns the passage with neighbours of the same
+title and the assistant answers with the passage's answer sentence. The final question of a
+call is another question about a passage returned many steps earlier, whose answer sentence
+is not the one the assistant quoted then: it is only in the old tool output.
 
 Every request runs through the same pipeline as the proxy, against the session stored once
 (as the history bench). Measured per policy: answer-sentence recall (the gold sentence is in
 the outgoing request), passage recall (something of the gold tool output is), the token
-fraction, the call latency, and the MiniLM-cosine top-k sentences at the same tokens.
+fraction, the quarantine decisions per call, the call latency, and the MiniLM-cosine top-k
+sentences at the same tokens.
 Sessions are drawn with a fixed seed, so two runs (and two policies) see the same calls.
 """
 

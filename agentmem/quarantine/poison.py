@@ -35,8 +35,9 @@ invented. What is withheld is still a whole sentence (a corpus row); clauses dec
    not a claim feeding on itself; the assistant repeating one of them is (every poisoned
    claim of the poison dev sets is the assistant's, twice or more). The same call (name and
    arguments) returning the same clause again counts once: an agent re-running a search
-   reads one page twice, the page does not say it twice. A mostly supported clause joins it only through a detail the
-   chain states most times, never when it gives other, supported amounts; clauses elsewhere
+   reads one page twice, the page does not say it twice. A mostly supported clause joins it
+   only through a detail the chain states most times, never when it gives other, supported
+   amounts; clauses elsewhere
    that repeat the chain's novel details (said by no authority) join it too. A chain of more
    than ``LOOSE_CHAIN_TURNS`` turns with no detail said in most of them is links of links
    across a chatty conversation, not one claim.
@@ -406,8 +407,8 @@ def _clause_vectors(texts: list[str], encode: Encoder | None) -> np.ndarray | No
 SUPPORT_COVERAGE = 0.75  # share of a clause's details one authority unit must state
 ENTITY_COVERAGE = 0.5  # weak support: this share, with every number, date and name
 MIN_BARE_TURNS = 1  # turns where the claim is made without weak support, at least
-MIN_VOICED_TURNS = 2  # turns where the assistant (or relayed text) makes the claim, at least,
-SAME_CLAIM_SIMILARITY = 0.9  # unless an untrusted source's occurrences are the same statement
+MIN_VOICED_TURNS = 2  # turns where the assistant (or relayed text) makes the claim, at least
+SAME_CLAIM_SIMILARITY = 0.9  # ... unless every occurrence is the same statement (least cosine)
 NEVER = 10**9
 UNITS_EXAMINED = 8  # candidates whose coverage is computed exactly, per clause
 
