@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -30,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from agentmem.bench.history import _Tally
+from agentmem.bench.history import Tally, embedding_topk_rows
 from agentmem.bench.results import percentile
 from agentmem.ingest import message_tokens
-from agentmem.text import count_tokens, split_sentences
+from agentmem.messages import text_of
+from agentmem.text import split_sentences
 
 
 @dataclass(frozen=True)
@@ -131,27 +131,6 @@ def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_se
     return out
 
 
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    return content if isinstance(content, str) else ""
-
-
-def _embedding_topk_rows(query, vectors, rows, messages, budget: int) -> set[int]:
-    """Rows of the sentences most similar to the query that fit ``budget`` tokens."""
-    kept: set[int] = set()
-    turns: set[int] = set()
-    used = 0
-    for row in np.argsort(-(vectors @ query)).tolist():
-        index, a, b = rows[row]
-        cost = count_tokens(_text(messages[index])[a:b]) + (3 if index not in turns else 0)
-        if used + cost > budget:
-            continue
-        kept.add(row)
-        turns.add(index)
-        used += cost
-    return kept
-
-
 async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ...]
                ) -> dict[str, Any]:
     from agentmem.api import Hygiene
@@ -161,7 +140,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
     hygiene = Hygiene(policy, settings=Settings(
         data_dir=tempfile.mkdtemp(prefix="agentmem-agent-history-")))
     embedder = default_embedder()
-    tallies = [_Tally(name) for name in (policy, *compare)]
+    tallies = [Tally(name) for name in (policy, *compare)]
     sentence_hits = {tally.policy: [0, 0, 0] for tally in tallies}  # ours, embedding, total
     withheld: dict[str, list[int]] = {tally.policy: [] for tally in tallies}
     questions = 0
@@ -176,13 +155,13 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                 await hygiene.apply(messages + [{"role": "user", "content": "Warm up."}],
                                     session_id=name, policy=other)
             rows = [(i, s.start, s.end) for i, m in enumerate(messages)
-                    for s in split_sentences(_text(m))]
-            vectors = embedder.encode([_text(messages[i])[a:b] for i, a, b in rows])
+                    for s in split_sentences(text_of(m))]
+            vectors = embedder.encode([text_of(messages[i])[a:b] for i, a, b in rows])
             for final in session.finals:
                 questions += 1
                 request = messages + [{"role": "user", "content": final.question}]
                 query = embedder.encode([final.question])[0]
-                passage = _text(messages[final.tool_index])
+                passage = text_of(messages[final.tool_index])
                 tool_rows = [r for r, (i, _, _) in enumerate(rows) if i == final.tool_index]
                 rows_of_gold = [[r for r in tool_rows if passage[rows[r][1]:rows[r][2]] in g]
                                 for g in final.gold]
@@ -191,20 +170,14 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                     result = await hygiene.apply(
                         request, session_id=name,
                         policy=None if tally is tallies[0] else tally.policy)
-                    elapsed = (time.perf_counter() - started) * 1000
-                    tally.latencies.append(result.report.latency_ms.get("hygiene", elapsed))
-                    tally.fractions.append(result.report.tokens_after
-                                           / max(1, result.report.tokens_before))
-                    for warning in result.report.warnings:
-                        key = re.sub(r"[\d,.]+", "N", warning)[:120]
-                        tally.warnings[key] = tally.warnings.get(key, 0) + 1
+                    tally.record(result, (time.perf_counter() - started) * 1000)
                     withheld[tally.policy].append(sum(
                         len(stage.decisions) for stage in result.report.stages
                         if stage.stage == "quarantine"))
                     outgoing = dict(zip(result.kept_indices, result.messages))
                     budget = result.report.tokens_after - message_tokens(request[-1])
-                    chosen = _embedding_topk_rows(query, vectors, rows, messages, budget)
-                    kept_text = _text(outgoing.get(final.tool_index, {}))
+                    chosen = embedding_topk_rows(query, vectors, rows, messages, budget)
+                    kept_text = text_of(outgoing.get(final.tool_index, {}))
                     tally.total += 1
                     tally.retained += bool(kept_text)
                     tally.full += kept_text == passage
@@ -218,7 +191,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
         await hygiene.aclose()
         hygiene.connector.close()
 
-    def result_of(tally: _Tally) -> dict[str, Any]:
+    def result_of(tally: Tally) -> dict[str, Any]:
         ours, embedded, total = sentence_hits[tally.policy]
         return {
             "n": questions,

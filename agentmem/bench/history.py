@@ -29,6 +29,7 @@ import numpy as np
 
 from agentmem.bench.results import percentile
 from agentmem.ingest import message_tokens
+from agentmem.messages import text_of
 from agentmem.text import count_tokens, split_sentences
 
 
@@ -73,8 +74,8 @@ def _evidence(qa, where: dict[str, int]) -> list[int]:
     return sorted(set(ids))
 
 
-class _Tally:
-    """One policy's counts over the questions."""
+class Tally:
+    """One policy's counts over the questions (this bench's and agent_history's)."""
 
     def __init__(self, policy: str) -> None:
         self.policy = policy
@@ -83,6 +84,15 @@ class _Tally:
         self.latencies: list[float] = []
         self.warnings: dict[str, int] = {}
         self.by_category: dict[str, list[int]] = {}  # category: [retained, evidence turns]
+
+    def record(self, result, elapsed_ms: float) -> None:
+        """A call's latency, token fraction and warnings (its warnings with numbers blanked,
+        so the same warning counts as one)."""
+        self.latencies.append(result.report.latency_ms.get("hygiene", elapsed_ms))
+        self.fractions.append(result.report.tokens_after / max(1, result.report.tokens_before))
+        for warning in result.report.warnings:
+            key = re.sub(r"[\d,.]+", "N", warning)[:120]
+            self.warnings[key] = self.warnings.get(key, 0) + 1
 
     def result(self, questions: int) -> dict[str, Any]:
         total = self.total
@@ -112,7 +122,7 @@ async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = T
 
     hygiene = Hygiene(policy, settings=Settings(data_dir=tempfile.mkdtemp(prefix="agentmem-history-")))
     embedder = default_embedder()
-    tallies = [_Tally(name) for name in (policy, *compare)]
+    tallies = [Tally(name) for name in (policy, *compare)]
     questions = 0
     try:
         for number, sample in enumerate(samples):
@@ -142,12 +152,7 @@ async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = T
                     started = time.perf_counter()
                     result = await hygiene.apply(request, session_id=session,
                                                  policy=None if tally is tallies[0] else tally.policy)
-                    elapsed_ms = (time.perf_counter() - started) * 1000
-                    tally.latencies.append(result.report.latency_ms.get("hygiene", elapsed_ms))
-                    tally.fractions.append(result.report.tokens_after / max(1, result.report.tokens_before))
-                    for warning in result.report.warnings:
-                        key = re.sub(r"[\d,.]+", "N", warning)[:120]
-                        tally.warnings[key] = tally.warnings.get(key, 0) + 1
+                    tally.record(result, (time.perf_counter() - started) * 1000)
                     outgoing = dict(zip(result.kept_indices, result.messages))
                     budget = result.report.tokens_after - message_tokens(request[-1])
                     recent = _recency(turn_tokens, budget)
@@ -208,17 +213,26 @@ def _recency(turn_tokens: list[int], budget: int) -> set[int]:
     return kept
 
 
-def _embedding_topk(query, vectors, rows, messages, budget: int) -> set[int]:
-    order = np.argsort(-(vectors @ query))
-    kept, used = set(), 0
-    for row in order:
+def embedding_topk_rows(query, vectors, rows, messages, budget: int) -> set[int]:
+    """The baseline: rows (message, start, end) of the sentences most similar to the query by
+    MiniLM cosine that fit ``budget`` tokens (a message's overhead counted once)."""
+    kept: set[int] = set()
+    turns: set[int] = set()
+    used = 0
+    for row in np.argsort(-(vectors @ query)).tolist():
         index, a, b = rows[row]
-        cost = count_tokens(messages[index]["content"][a:b]) + (3 if index not in kept else 0)
+        cost = count_tokens(text_of(messages[index])[a:b]) + (3 if index not in turns else 0)
         if used + cost > budget:
             continue
-        kept.add(index)
+        kept.add(row)
+        turns.add(index)
         used += cost
     return kept
+
+
+def _embedding_topk(query, vectors, rows, messages, budget: int) -> set[int]:
+    """The messages the baseline keeps something of."""
+    return {rows[row][0] for row in embedding_topk_rows(query, vectors, rows, messages, budget)}
 
 
 def run_history(samples, *, policy: str, limit: int | None = None, compare: tuple[str, ...] = (),
