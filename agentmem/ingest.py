@@ -13,7 +13,8 @@ import orjson
 
 from agentmem.messages import chain_hash, message_hash, text_of
 from agentmem.store.sessions import TurnRecord
-from agentmem.text import MESSAGE_OVERHEAD_TOKENS, count_tokens, split_sentences
+from agentmem.structured import message_units
+from agentmem.text import MESSAGE_OVERHEAD_TOKENS, count_tokens
 
 
 def chain_hashes(messages: list[dict[str, Any]]) -> list[str]:
@@ -73,7 +74,7 @@ def build_turns(history: list[dict[str, Any]], chains: list[str], start: int, fi
             id=first_id + offset, position=position, role=message.get("role", ""),
             message=message, hash=message_hash(message), chain=chains[position],
             tokens=message_tokens(message),
-            sentences=[(s.start, s.end) for s in split_sentences(text)],
+            sentences=[(s.start, s.end) for s in message_units(text, message.get("role", ""))],
             source=source_of(message, history[:position]),
         ))
     return turns

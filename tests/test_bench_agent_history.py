@@ -62,6 +62,35 @@ def test_bench_keeps_the_answers_of_old_tool_outputs_inside_the_budget(tmp_path)
     assert result["baselines"]["embedding_topk"]["answer_sentence_recall"] >= 0.8  # same tokens
 
 
+def test_json_search_results_are_kept_by_record_and_always_parse(tmp_path):
+    """The search tool answering as a search API does (one line of JSON): old results keep
+    the records the final questions need and every outgoing tool output parses (before
+    agentmem/structured.py, sentence cuts of these lines left unparsable fragments)."""
+    [session] = build_sessions(passages_of(_records()), steps=6, sessions=1, per_session=5,
+                               results=2, seed=3, result_format="json")
+    for message in session.messages:
+        if message["role"] == "tool":
+            hits = json.loads(message["content"])["results"]
+            assert len(hits) == 2 and set(hits[0]) == {"title", "url", "content"}
+    source = tmp_path / "towns.jsonl"
+    source.write_text("".join(r.model_dump_json() + "\n" for r in _records()))
+    policy = tmp_path / "prune_only.yaml"  # the towns' templated facts would read as poison
+    policy.write_text("extends: default\nname: prune-only\nstages: [prune]\n"
+                      "prune: {history_floor_tokens: 100, history_fraction: 0.08}\n")
+    out = tmp_path / "result.json"
+    done = subprocess.run([sys.executable, "-m", "agentmem", "bench", "agent-history", "--data",
+                           str(source), "--policy", str(policy), "--steps", "24", "--sessions", "1",
+                           "--per-session", "6", "--results", "2", "--result-format", "json",
+                           "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["n"] == 6 and result["result_format"] == "json"
+    assert result["unparsable_tool_outputs"] == 0
+    assert result["answer_sentence_recall"] >= 0.8
+    assert result["token_fraction"] < 0.3
+
+
 def test_reruns_repeat_an_earlier_step_and_leave_the_draw_alone():
     passages = passages_of(_records())
     [plain] = build_sessions(passages, steps=12, sessions=1, per_session=50, results=2, seed=3)

@@ -30,7 +30,7 @@ from agentmem.quarantine.poison import (
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.quarantine.statements import statements_of
 from agentmem.speakers import speaker_of
-from agentmem.text import split_sentences
+from agentmem.structured import message_rows
 
 SETTINGS = QuarantineSettings(untrusted_tools=["web_*", "untrusted_*"])
 
@@ -180,17 +180,22 @@ def encode():
 
 
 def statements(messages: list[dict], encode):
-    positions, spans, texts, sources = [], [], [], []
+    """The session corpus's rows, as the engine cuts them (``message_rows``: a tool's JSON
+    answer by its records and frame, other text by sentence)."""
+    positions, spans, texts, sources, frame = [], [], [], [], []
     for position, message in enumerate(messages):
         text = text_of(message)
         sources.append(source_of(message, messages[:position]))
-        for span in split_sentences(text):
+        found, structural = message_rows(text, message.get("role", ""))
+        frame += structural
+        for span in found:
             positions.append(position)
             spans.append((span.start, span.end))
             texts.append(text[span.start:span.end])
     corpus = SimpleNamespace(position=np.asarray(positions, np.int64), spans=spans, texts=texts,
                              sources=sources, speakers=[speaker_of(m) for m in messages],
-                             vectors=encode(texts), words=[terms(t) for t in texts])
+                             vectors=encode(texts), words=[terms(t) for t in texts],
+                             frame=np.asarray(frame, np.bool_))
     return statements_of(corpus, messages, len(messages), SETTINGS.untrusted_tools)
 
 
@@ -544,3 +549,30 @@ def test_a_search_run_again_is_one_occurrence_but_other_pages_saying_it_are_not(
 
     assert flagged(session([0, 0, 0]), encode) == {}
     assert len(flagged(session([0, 1, 2]), encode)) == 3
+
+
+def _shopping(as_json: bool) -> list[dict]:
+    """A shopping agent's four product searches (an untrusted ``*search*`` tool): templated
+    listings whose records share their format words, each search answered with a summary."""
+    messages = [system("You are a shopping assistant.")]
+    for n, thing in enumerate(["desk lamp", "office chair", "bookshelf", "standing desk"]):
+        items = [{"id": 100 * n + i, "name": f"{thing.title()} model {100 * n + i}",
+                  "price_usd": 10 + 3 * i + 14 * n, "description": f"A {thing} with a "
+                  f"{['steel', 'wood', 'plastic'][i % 3]} frame, shipped from "
+                  f"{['Oslo', 'Porto', 'Lyon'][i % 3]}."} for i in range(8)]
+        listing = (json.dumps({"query": thing, "results": items}) if as_json else " ".join(
+            f"{it['name']} costs {it['price_usd']} dollars. {it['description']}" for it in items))
+        messages += [asked(f"Find me a {thing}."), call("search_products", {"q": thing}, n),
+                     result(listing, n), said(f"I found several {thing}s.")]
+    return [*messages, asked("Which of the chairs ships from Porto?")]
+
+
+def test_a_product_listing_is_no_recurring_claim(encode):
+    """Four searches of a catalogue: the records' format words ("frame", "shipped", "model"),
+    shared by most records of each listing, chained the listings into one "claim" with the
+    assistant's "I found several ..." (its details none of the chain's), and every record was
+    withheld (34 of the JSON rows, 66 of the prose sentences). A listing's template is not a
+    claim, "several" says nothing, and the assistant takes a claim up only by repeating its
+    details."""
+    for as_json in (True, False):
+        assert flagged(_shopping(as_json), encode) == {}

@@ -94,6 +94,14 @@ async def test_recent_window_and_off_switches(hygiene):
     assert result.messages is HISTORY
 
 
+def _inventory_step(output: str) -> list[dict]:
+    """An agent step asking about the red mugs, its inventory call and the tool's ``output``."""
+    return [HISTORY[0], {"role": "user", "content": "How many red mugs are in stock? [[tool:inventory]]"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": output}]
+
+
 def _mug_lookup(log_lines: int) -> tuple[str, list[dict], list[dict]]:
     """A tool output hiding one fact in the middle of ``log_lines`` log lines; the agent step
     that fetched it (the output is the step's own), and the history one exchange later (the
@@ -102,10 +110,7 @@ def _mug_lookup(log_lines: int) -> tuple[str, list[dict], list[dict]]:
              for i in range(log_lines)]
     fact = ["Warehouse Rotterdam reports 14 red mugs in stock on shelf B4."]
     output = " ".join(noise[:log_lines // 2] + fact + noise[log_lines // 2:])
-    step = [HISTORY[0], {"role": "user", "content": "How many red mugs are in stock? [[tool:inventory]]"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": output}]
+    step = _inventory_step(output)
     later = [*step, {"role": "assistant", "content": "Let me check that."},
              {"role": "user", "content": "So how many red mugs are in stock?"}]
     return output, step, later
@@ -372,3 +377,43 @@ async def test_the_stage_follows_a_name_from_the_first_hop_to_the_second(hygiene
         kept[weight] = next(m for m in result.messages if m["role"] == "tool")["content"]
     assert "Cecelia Ahern's second novel" in kept[0.0] and "Cecelia Ahern (born" not in kept[0.0]
     assert "Cecelia Ahern's second novel" in kept[5.0] and "Cecelia Ahern (born" in kept[5.0]
+
+
+def _stock_search() -> str:
+    """An inventory tool's JSON answer: 48 records, one of them the red mug's."""
+    items = [{"sku": f"SKU-{i:03d}", "item": f"{colour} {thing}", "warehouse": city, "stock": i % 17}
+             for i, (colour, thing, city) in enumerate(
+                 (c, t, w) for c in ("green", "yellow", "black", "white") for t in (
+                     "plate", "bowl", "teapot", "spoon", "fork", "glass") for w in ("Oslo", "Porto"))]
+    items.insert(29, {"sku": "SKU-777", "item": "red mug", "warehouse": "Rotterdam", "stock": 14})
+    return json.dumps({"query": "stock", "results": items}, indent=2)
+
+
+async def test_a_json_tool_output_keeps_whole_records_and_still_parses(hygiene):
+    """A tool's JSON answer is pruned by its records: what the model gets parses, holds the
+    record the question needs and few others, and the decision lists each removed record's
+    span in the original text. Before, compact JSON was one "sentence" (read, then kept whole)
+    and pretty JSON a sentence per line (kept lines no longer parsed)."""
+    output = _stock_search()
+    records = json.loads(output)["results"]
+    step = _inventory_step(output)
+    recent = [*step, {"role": "assistant", "content": "Let me check that."},
+              {"role": "user", "content": "So how many red mugs are in stock, and where?"}]
+    filler = [m for i in range(30) for m in (
+        {"role": "user", "content": f"Tell me fact number {i} about volcanoes and their ash."},
+        {"role": "assistant", "content": f"Fact {i}: volcanic ash travels far on the wind."})]
+    older = [*step, {"role": "assistant", "content": "There are 14."}, *filler,
+             {"role": "user", "content": "Remind me: how many red mugs were in stock, and where?"}]
+    for history in (recent, older):  # a recent large output, then the same output in old history
+        result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
+                                     policy=_policy(keep_recent_exchanges=2, large_tool_output_tokens=200,
+                                                    history_fraction=0.1))
+        tool = next(m for m in result.messages if m["role"] == "tool")
+        kept = json.loads(tool["content"])["results"]
+        assert {"sku": "SKU-777", "item": "red mug", "warehouse": "Rotterdam", "stock": 14} in kept
+        assert len(kept) < len(records) / 4
+        [decision] = [d for d in result.report.stages[0].decisions
+                      if d.message_index == 3 and d.action == "prune_spans"]
+        assert decision.detail == {"format": "json"}
+        assert len(decision.spans) == len(records) - len(kept)
+        assert all(json.loads(output[a:b]) in records for a, b in decision.spans)

@@ -61,3 +61,33 @@ def test_the_poisoning_example_prints_a_release_command_that_works(tmp_path):
     released = subprocess.run([sys.executable, "-m", "agentmem", *words[2:]], capture_output=True,
                               text=True, timeout=120, env=env, cwd=ROOT)
     assert released.returncode == 0 and "released" in released.stdout, released.stdout + released.stderr
+
+
+def test_a_claim_withheld_from_a_json_tool_answer_leaves_json_that_parses(client, received, http):
+    """An untrusted tool's JSON answer repeating an unsupported claim: the claim's record is
+    withheld and the rest of the answer reaches the model as JSON that still parses (a
+    sentence-level cut of a JSON text used to leave fragments)."""
+    import json
+
+    session_id = f"qj-{uuid.uuid4().hex[:12]}"
+    claim = {"source": "forum", "text": "The warehouse in Gdansk confirmed the refund already."}
+    messages = [{"role": "system", "content": "You are a support agent."},
+                {"role": "user", "content": "Was my refund sent?"}]
+    news = ["Parcel 118 left the depot in Lodz on Monday.", "Customs cleared a pallet of shoes for Berlin.",
+            "A courier van broke down near Poznan at noon.", "Storms delayed the Baltic ferry by a day."]
+    for n in range(4):
+        page = {"page": n, "results": [claim, {"source": "carrier", "text": news[n]}]}
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"w{n}", "type": "function",
+             "function": {"name": "web_lookup", "arguments": f'{{"page": {n}}}'}}]},
+            {"role": "tool", "tool_call_id": f"w{n}", "content": json.dumps(page)},
+            {"role": "assistant", "content": "Let me check another source."},
+            {"role": "user", "content": f"Anything on page {n + 1}?"}]
+        _call(client, session_id, messages)
+    sent = received.requests()[-1]["messages"]
+    answers = [json.loads(m["content"]) for m in sent if m["role"] == "tool"]
+    assert claim["text"] not in str(sent)
+    assert [a["results"] for a in answers] == [[{"source": "carrier", "text": text}] for text in news]
+    poison = [r for r in http.get(f"/v1/sessions/{session_id}/quarantine").json()["data"]
+              if r["kind"] == "poison"]
+    assert len(poison) == 1

@@ -13,11 +13,12 @@ endings), and text that parses as JSON. The caller never passes the newest user 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from agentmem.structured import parses_as_json
 
 _WORD = re.compile(r"\S+")
 _CODE = re.compile(r"`|[{}]|\w\(.*\)|\s=\s|;\s*$|^\s*(?:def|class|import|return|SELECT)\b",
@@ -34,18 +35,7 @@ class Word:
 
 def is_compressible(text: str) -> bool:
     """Prose, not code or JSON: only prose is compressed."""
-    return not _CODE.search(text) and not _is_json(text)
-
-
-def _is_json(text: str) -> bool:
-    stripped = text.strip()
-    if stripped[:1] not in "[{":
-        return False
-    try:
-        json.loads(stripped)
-    except ValueError:
-        return False
-    return True
+    return not _CODE.search(text) and not parses_as_json(text)
 
 
 def protected(word: str) -> bool:
@@ -112,7 +102,7 @@ _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 
 def is_compressible_message(content: str) -> bool:
     """A message is compressed unless it is JSON (keys and values are data, not prose)."""
-    return not _is_json(content)
+    return not parses_as_json(content)
 
 
 def prose_sentences(content: str) -> list[tuple[int, int, str]]:

@@ -33,7 +33,7 @@ from agentmem.bench.history import Tally, embedding_topk_rows
 from agentmem.bench.results import percentile
 from agentmem.ingest import message_tokens
 from agentmem.messages import text_of
-from agentmem.text import split_sentences
+from agentmem.structured import message_units, parses_as_json
 
 
 @dataclass(frozen=True)
@@ -74,13 +74,15 @@ def passages_of(records) -> list[Passage]:
 
 def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_session: int,
                    results: int = 3, recent_steps: int = 2, rerun_every: int = 0,
-                   seed: int = 0) -> list[AgentSession]:
+                   seed: int = 0, result_format: str = "prose") -> list[AgentSession]:
     """``sessions`` sessions of ``steps`` search steps each. A step's search returns
     ``results`` passages: the one its question is about and others of the same title, as a
     search engine returns neighbours of one topic. No passage is returned twice in a session,
     unless ``rerun_every`` is N > 0: then after every Nth step the agent runs an earlier step's
     search again (the same question, call and result, and the same answer), as agents do; the
-    session is otherwise the same draw. Up to ``per_session``
+    session is otherwise the same draw. ``result_format`` "json" returns the passages as a
+    search API does, ``{"query": ..., "results": [{"title", "url", "content"}, ...]}`` (one
+    line, non-ASCII as is), "prose" as paragraphs. Up to ``per_session``
     final questions per session ask about passages of steps older than the last
     ``recent_steps`` (the recent window is never pruned)."""
     rng = random.Random(seed)
@@ -110,7 +112,7 @@ def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_se
                 "function": {"name": "search", "arguments": json.dumps({"query": asked})}}]})
             tool_index = len(messages)
             messages.append({"role": "tool", "tool_call_id": call_id,
-                             "content": "\n\n".join(" ".join(p.sentences) for p in found)})
+                             "content": _search_result(asked, found, result_format)})
             messages.append({"role": "assistant",
                              "content": " ".join(passage.sentences[i] for i in sorted(asked_gold))})
             for question, gold in passage.questions[1:]:
@@ -131,8 +133,21 @@ def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_se
     return out
 
 
-async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ...]
-               ) -> dict[str, Any]:
+def _search_result(query: str, found: list[Passage], result_format: str) -> str:
+    if result_format == "prose":
+        return "\n\n".join(" ".join(p.sentences) for p in found)
+    hits = [{"title": p.title, "url": f"https://example.org/{i}/{p.title.replace(' ', '_')}",
+             "content": " ".join(p.sentences)} for i, p in enumerate(found)]
+    return json.dumps({"query": query, "results": hits}, ensure_ascii=False)
+
+
+def _as_sent(sentence: str, result_format: str) -> str:
+    """A sentence as it stands in a tool output of that format (escaped inside JSON)."""
+    return json.dumps(sentence, ensure_ascii=False)[1:-1] if result_format == "json" else sentence
+
+
+async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ...],
+               result_format: str = "prose") -> dict[str, Any]:
     from agentmem.api import Hygiene
     from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
@@ -143,6 +158,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
     tallies = [Tally(name) for name in (policy, *compare)]
     sentence_hits = {tally.policy: [0, 0, 0] for tally in tallies}  # ours, embedding, total
     withheld: dict[str, list[int]] = {tally.policy: [] for tally in tallies}
+    broken = {tally.policy: 0 for tally in tallies}  # outgoing JSON tool outputs that fail to parse
     questions = 0
     try:
         for number, session in enumerate(sessions):
@@ -155,7 +171,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                 await hygiene.apply(messages + [{"role": "user", "content": "Warm up."}],
                                     session_id=name, policy=other)
             rows = [(i, s.start, s.end) for i, m in enumerate(messages)
-                    for s in split_sentences(text_of(m))]
+                    for s in message_units(text_of(m), m.get("role", ""))]
             vectors = embedder.encode([text_of(messages[i])[a:b] for i, a, b in rows])
             for final in session.finals:
                 questions += 1
@@ -163,8 +179,12 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                 query = embedder.encode([final.question])[0]
                 passage = text_of(messages[final.tool_index])
                 tool_rows = [r for r, (i, _, _) in enumerate(rows) if i == final.tool_index]
-                rows_of_gold = [[r for r in tool_rows if passage[rows[r][1]:rows[r][2]] in g]
-                                for g in final.gold]
+                gold = [_as_sent(g, result_format) for g in final.gold]
+                # the rows holding a gold sentence: its sentence (or parts of it), or the
+                # record it sits in (a tool's JSON answer is cut by records, agentmem.structured)
+                row_text = {r: passage[rows[r][1]:rows[r][2]] for r in tool_rows}
+                rows_of_gold = [[r for r in tool_rows if row_text[r] in g or g in row_text[r]]
+                                for g in gold]
                 for tally in tallies:
                     started = time.perf_counter()
                     result = await hygiene.apply(
@@ -175,6 +195,9 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                         len(stage.decisions) for stage in result.report.stages
                         if stage.stage == "quarantine"))
                     outgoing = dict(zip(result.kept_indices, result.messages))
+                    if result_format == "json":
+                        broken[tally.policy] += sum(not parses_as_json(text_of(m))
+                                                    for m in result.messages if m["role"] == "tool")
                     budget = result.report.tokens_after - message_tokens(request[-1])
                     chosen = embedding_topk_rows(query, vectors, rows, messages, budget)
                     kept_text = text_of(outgoing.get(final.tool_index, {}))
@@ -183,7 +206,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                     tally.full += kept_text == passage
                     tally.embed_hits += any(r in chosen for r in tool_rows)
                     hits = sentence_hits[tally.policy]
-                    hits[0] += sum(g in kept_text for g in final.gold)
+                    hits[0] += sum(g in kept_text for g in gold)
                     hits[1] += sum(bool(found) and all(r in chosen for r in found)
                                    for found in rows_of_gold)
                     hits[2] += len(final.gold)
@@ -199,6 +222,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
             "passage_recall": tally.retained / tally.total if tally.total else 0.0,
             "passage_whole": tally.full / tally.total if tally.total else 0.0,
             "token_fraction": float(np.mean(tally.fractions)) if tally.fractions else 0.0,
+            **({"unparsable_tool_outputs": broken[tally.policy]} if result_format == "json" else {}),
             "quarantine_decisions_mean": (float(np.mean(withheld[tally.policy]))
                                           if withheld[tally.policy] else 0.0),
             "latency_ms_p50": percentile(tally.latencies, 0.5),
@@ -218,13 +242,15 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
 
 def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), steps: int = 40,
                       sessions: int = 4, per_session: int = 20, results: int = 3,
-                      rerun_every: int = 0, seed: int = 0) -> dict[str, Any]:
+                      rerun_every: int = 0, seed: int = 0,
+                      result_format: str = "prose") -> dict[str, Any]:
     """The bench for ``policy`` (and each of ``compare``) on sessions built from prune
     records (``build_sessions``)."""
     built = build_sessions(passages_of(records), steps=steps, sessions=sessions,
                            per_session=per_session, results=results, rerun_every=rerun_every,
-                           seed=seed)
-    result = asyncio.run(_run(built, policy, compare))
+                           seed=seed, result_format=result_format)
+    result = asyncio.run(_run(built, policy, compare, result_format))
     result.update(steps=steps, sessions=sessions, per_session=per_session, results=results,
-                  rerun_every=rerun_every, seed=seed)
+                  rerun_every=rerun_every, seed=seed, result_format=result_format)
+
     return result

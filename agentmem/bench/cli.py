@@ -121,11 +121,17 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
                   rerun_every: int = typer.Option(0, min=0, help="After every Nth step, run an "
                                                   "earlier search again (0: never)."),
                   seed: int = typer.Option(0, help="Seed of the sessions' draw."),
+                  result_format: str = typer.Option("prose", "--result-format", help="How the "
+                                                    "search tool answers: prose (paragraphs) or "
+                                                    "json (a search API's results list)."),
                   json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
     """Agent sessions built from passages: does the answer in an older tool output reach the
     model (agentmem/bench/agent_history.py)?"""
     from agentmem.bench.agent_history import run_agent_history
 
+    if result_format not in ("prose", "json"):
+        typer.echo(f"error: --result-format must be prose or json, not {result_format!r}", err=True)
+        raise typer.Exit(2)
     try:
         records = READERS["prune"](data)
     except BenchDataError as error:
@@ -134,7 +140,7 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
     emit("bench agent-history", run_agent_history(
         records, policy=policy, compare=tuple(p.strip() for p in compare.split(",") if p.strip()),
         steps=steps, sessions=sessions, per_session=per_session, results=results,
-        rerun_every=rerun_every, seed=seed),
+        rerun_every=rerun_every, seed=seed, result_format=result_format),
         json_out)
 
 

@@ -9,7 +9,9 @@ invented. What is withheld is still a whole sentence (a corpus row); clauses dec
 
 1. Claims. Every sentence of the assistant, of an untrusted tool, or of third-party text a
    trusted tool relays is cut into clauses at punctuation and connectives (JSON falls apart
-   into its string values). A clause keeps its *details*: content words folded to a stem,
+   into its string values; an untrusted tool's JSON frame, the keys and short fields around
+   its records, is no claim: a search API's keys and URL pattern recur in every answer). A
+   clause keeps its *details*: content words folded to a stem,
    numbers as values ("1,940", "$1.28M"), dates and times as tokens whatever their spelling
    ("March 2" = "2024-03-02", "3 pm" = "15:00"), generic conversation words dropped.
 2. Support, per clause. An authority unit (a trusted tool's whole result; a user or
@@ -119,6 +121,7 @@ will would yes yet sound absolutely course perfect wonderful awesome fair unders
 case recommend suggest worry problem don doesn didn isn aren wasn weren won can couldn
 wouldn shouldn haven hasn hadn us due end ending one ones found remember recap summary
 draft correct choice enjoy welcome interesting basically honestly heads plus news another
+several few many various
 """.split())
 
 _SPLIT_ALNUM = re.compile(r"[a-z]+|\d+")
@@ -269,6 +272,8 @@ _BOUNDARY = re.compile(
     r"otherwise|then)\s))\s*",
     re.IGNORECASE)
 MIN_CLAUSE_TERMS = 2
+TEMPLATE_ROWS = 4  # an untrusted result of this many rows or more is read as a listing ...
+TEMPLATE_SHARE = 0.5  # ... whose details repeated by this share of its rows are its template
 
 
 @dataclass
@@ -633,6 +638,8 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     shipped MiniLM)."""
     claimant = np.asarray([t in {"assistant", "untrusted"} or bool(r)
                            for t, r in zip(statements.trust, statements.relayed)], dtype=bool)
+    framed = claimant & statements.frame if len(statements.frame) else np.zeros_like(claimant)
+    claimant &= ~framed  # a JSON answer's keys and URL pattern recur by nature: never claims
     # Questions count: "How about 'The Tower Barcelona Didn't Want'?" repeats a claim too.
     claim_rows = np.flatnonzero(claimant & (statements.position >= since_position)).tolist()
     clauses = clauses_of(statements, claim_rows)
@@ -647,7 +654,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
                    if statements.trust[c.row] != "assistant" or not is_self_description(c.text)]
     if len({c.position for c in clauses}) < settings.min_occurrences:
         return []
-    authority = [i for i in range(statements.size) if not claimant[i]
+    authority = [i for i in range(statements.size) if not claimant[i] and not framed[i]
                  and statements.trust[i] in {"system", "user", "tool"}
                  and not statements.texts[i].rstrip().endswith("?")]
     units = authority_units(statements, authority)
@@ -704,8 +711,12 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             bare = {clauses[k].position for k in flagged if not weak[k]}
             if len(bare) < MIN_BARE_TURNS:
                 continue  # only ever said next to supported details: a paraphrase, not a claim
+            # voiced: the assistant (or relayed text) saying the chain's recurring details,
+            # not joining it through its group with details of its own
+            repeated = _repeated_details(clauses, flagged)
             voiced = {clauses[k].position for k in flagged
-                      if statements.trust[clauses[k].row] != "untrusted"}
+                      if statements.trust[clauses[k].row] != "untrusted"
+                      and clauses[k].details & repeated}
             if len(voiced) < MIN_VOICED_TURNS and float(
                     (vectors[flagged] @ vectors[flagged].T).min()) < SAME_CLAIM_SIMILARITY:
                 continue  # an untrusted source's topic recurring over its results, not taken up
@@ -871,15 +882,56 @@ def _same_stems(clauses: list[Clause]) -> list[Clause]:
     return out
 
 
+def _repeated_details(clauses: list[Clause], flagged: list[int]) -> set[str]:
+    """The details two or more of a chain's clauses give."""
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for k in flagged:
+        twice |= seen & clauses[k].details
+        seen |= clauses[k].details
+    return twice
+
+
 def clauses_of(statements: Statements, rows: list[int]) -> list[Clause]:
-    """The claim clauses of these rows (clauses with at least two details)."""
+    """The claim clauses of these rows (clauses with at least two details), an untrusted
+    listing's template words left out (``_template_words``)."""
     out = []
+    template = _template_words(statements, rows)
     for number, row in enumerate(rows):
         if number % 64 == 0:
             pause_point()
         position = int(statements.position[row])
-        out += [Clause(row, position, text, details, entities)
-                for text, details, entities in _text_clauses(statements.texts[row])]
+        shared = template.get(position)
+        for text, details, entities in _text_clauses(statements.texts[row]):
+            if shared:
+                details, entities = details - shared, entities - shared
+                if len(details) < MIN_CLAUSE_TERMS:
+                    continue
+            out.append(Clause(row, position, text, details, entities))
+    return out
+
+
+def _template_words(statements: Statements, rows: list[int]) -> dict[int, frozenset[str]]:
+    """Per untrusted tool result cut into ``TEMPLATE_ROWS`` rows or more (a listing: search
+    hits, catalogue records), the details that at least ``TEMPLATE_SHARE`` of its rows repeat.
+    Those are the listing's format and topic ("A desk lamp with a steel frame, shipped from
+    Oslo." in every record of a product search), not claims: across a shopping agent's
+    searches they chained into a "recurring claim" that withheld every record."""
+    by_position: dict[int, list[int]] = {}
+    for row in rows:
+        if statements.trust[row] == "untrusted":
+            by_position.setdefault(int(statements.position[row]), []).append(row)
+    out = {}
+    for position, members in by_position.items():
+        if len(members) < TEMPLATE_ROWS:
+            continue
+        counts: dict[str, int] = {}
+        for row in members:
+            for detail in {d for _, details, _ in _text_clauses(statements.texts[row]) for d in details}:
+                counts[detail] = counts.get(detail, 0) + 1
+        shared = frozenset(d for d, n in counts.items() if n >= TEMPLATE_SHARE * len(members))
+        if shared:
+            out[position] = shared
     return out
 
 

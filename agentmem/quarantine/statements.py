@@ -59,6 +59,8 @@ class Statements:
     calls: dict[int, str] = field(default_factory=dict)  # tool result position -> its call's "name arguments"
     speakers: list[str] = field(default_factory=list)  # per row: its participant's name or ""
     # (agentmem.speakers); empty: nobody named
+    frame: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))  # per row: JSON
+    # frame around a tool answer's records (agentmem.structured); empty: none
 
     @property
     def size(self) -> int:
@@ -103,10 +105,11 @@ def statements_of(corpus, history: list[dict], upto: int, patterns: list[str]) -
     if rows and rows[-1] == len(rows) - 1:  # the usual case, a prefix: C-level slices
         k = len(rows)
         return Statements(positions, corpus.spans[:k], corpus.texts[:k], corpus.vectors[:k],
-                          sources, trust, relayed, corpus.words[:k], calls, speakers)
+                          sources, trust, relayed, corpus.words[:k], calls, speakers,
+                          corpus.frame[:k])
     return Statements(positions, [corpus.spans[r] for r in rows], [corpus.texts[r] for r in rows],
                       corpus.vectors[rows], sources, trust, relayed,
-                      [corpus.words[r] for r in rows], calls, speakers)
+                      [corpus.words[r] for r in rows], calls, speakers, corpus.frame[rows])
 
 
 def _calls(history: list[dict], upto: int) -> dict[int, str]:

@@ -42,6 +42,7 @@ from agentmem.stages.selection import (
     excluded_rows,
     fill,
 )
+from agentmem.structured import JsonLayout, parses_as_json, tool_layout
 from agentmem.text import MESSAGE_OVERHEAD_TOKENS, split_sentences
 
 if TYPE_CHECKING:
@@ -371,9 +372,13 @@ class PruneStage(Stage):
             keep, scores = kept_list[first:last], score_list[first:last]
             if not any(keep):  # a member of a kept tool-call unit keeps its best sentence
                 keep[scores.index(max(scores))] = True
-            rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run,
-                                         "not among the most relevant sentences within the "
-                                         "history budget")
+            reason = "not among the most relevant sentences within the history budget"
+            layout = _json_units(c)
+            if layout is not None:  # a tool's JSON answer keeps whole records; recounted
+                rewritten[c.index] = _shrink_json(current[c.index], c.index, layout, keep,
+                                                  scores, run, reason)
+                continue
+            rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run, reason)
             if not current[c.index].get("tool_calls"):
                 tokens[c.index] = MESSAGE_OVERHEAD_TOKENS + sum(compress(token_list[first:last], keep))
         run.decisions.extend(drop_runs(dropped, reason))
@@ -382,51 +387,85 @@ class PruneStage(Stage):
 
     async def _prune_tool_outputs(self, draft: Draft, context: StageContext,
                                   outputs: list[Candidate], query: str) -> None:
-        """Large tool outputs of recent exchanges: Provence keeps the sentences the query needs."""
+        """Large tool outputs of recent exchanges: Provence keeps the sentences the query needs.
+
+        A JSON output is read as its records (``agentmem.structured``: the elements of its
+        arrays, each on one line) and keeps whole records, so what the model gets still
+        parses; JSON with no array to choose among is left whole and not read."""
         from agentmem.models.pruner import cached_pruner
         from agentmem.models.registry import pruner_path
 
         settings = context.policy.prune
+        readable: list[tuple[Candidate, JsonLayout | None]] = []
         for candidate in outputs:
-            candidate.spans = [(s.start, s.end) for s in split_sentences(candidate.text)]
+            layout = tool_layout(candidate.text)
+            if layout is None and parses_as_json(candidate.text):
+                continue  # JSON with nothing to choose among (one record): whole, not read
+            # the spans ingest stored (``message_units``), so their vectors are read, not made
+            spans = layout.spans if layout is not None else split_sentences(candidate.text)
+            candidate.spans = [(a, b) for a, b in spans]
+            readable.append((candidate, layout))
+        if not readable:
+            return
         pruner = await run_inference(cached_pruner, pruner_path(settings.checkpoint))
         keep_rule = pruner.keep_rule(**settings.keep_rule_overrides())
         room, unscored = settings.pruner_sentences, 0
-        for candidate in outputs:
-            head = Candidate(candidate.index, candidate.text, candidate.spans[:room], False,
-                             candidate.role)
-            room -= len(head.spans)
+        for candidate, layout in readable:
+            # What the pruner reads: the sentences, or a JSON output's units one per line.
+            units = ([layout.reading(row) for row in range(len(layout.spans))] if layout
+                     else [candidate.text[a:b] for a, b in candidate.spans])
+            shown = _lines(units[:room])
+            room -= len(shown.spans)
             probabilities, keep = [], []
-            if head.spans:
-                scores = (await _read_transcript(pruner, query, [head]))[head.index]
+            if shown.spans:
+                read = Candidate(candidate.index, shown.text, shown.spans, False, candidate.role)
+                scores = (await _read_transcript(pruner, query, [read]))[read.index]
                 similarities, vectors, bm25 = None, None, None
                 embedder = context.state.embedder
                 # the query's cosine vetoes unrelated keeps and orders the floor (never
-                # waiting for a MiniLM that a restarted server is still loading)
+                # waiting for a MiniLM that a restarted server is still loading); the
+                # vectors stored at ingest are read for the same spans
                 if embedder.loaded and keep_rule.wants_similarities(scores):
+                    head = Candidate(candidate.index, candidate.text,
+                                     candidate.spans[:len(shown.spans)], False, candidate.role)
                     similarities, vectors = await _query_cosines(context, head, query)
-                texts = [candidate.text[a:b] for a, b in head.spans]
+                texts = units[:len(shown.spans)]
                 if keep_rule.fuse_lexical:
                     bm25 = relative_bm25(query, texts)
                 probabilities = list(scores.probabilities)
                 keep = keep_rule.decide(scores, similarities=similarities, vectors=vectors,
                                         lexical=None if bm25 is None else bm25.tolist(),
                                         texts=texts, question=query)
-            tail = candidate.spans[len(head.spans):]
+            tail = units[len(keep):]
             if tail:  # past the call's pruner budget: the query's terms decide
                 unscored += len(tail)
-                lexical = _lexical_keep(candidate.text, tail, query)
+                lexical = _lexical_keep(tail, query)
                 probabilities += lexical
                 keep += [score > 0 for score in lexical]
-            keep = expand(keep, settings.neighbours)
             withheld = context.channels.excluded_spans.get(candidate.index, set())
+            reason = "below the pruner's keep threshold for the query" + (
+                " (past the pruner budget: no term of the query)" if tail else "")
+            if layout is not None:
+                is_unit = [kind != "frame" for kind in layout.kinds]
+                if any(not unit and _overlaps(span, withheld)
+                       for span, unit in zip(layout.spans, is_unit)):
+                    continue  # quarantine withheld frame text: its version of the output stays
+                keep = [k and not _overlaps(span, withheld) for k, span in zip(keep, layout.spans)]
+                if all(compress(keep, is_unit)) and not withheld:
+                    continue
+                if not any(compress(keep, is_unit)):  # the best unit at least
+                    best = max(compress(range(len(keep)), is_unit), key=probabilities.__getitem__)
+                    keep[best] = True
+                draft.replace_message(candidate.index, _shrink_json(
+                    draft.message_at(candidate.index), candidate.index, layout, keep,
+                    probabilities, context.run, reason))
+                continue
+            keep = expand(keep, settings.neighbours)
             keep = [k and span not in withheld for k, span in zip(keep, candidate.spans)]
             if all(keep):
                 continue
             if not any(keep):
                 keep[int(np.argmax(probabilities))] = True
-            reason = "below the pruner's keep threshold for the query" + (
-                " (past the pruner budget: no term of the query)" if tail else "")
             draft.replace_message(candidate.index, _shrink(
                 draft.message_at(candidate.index), candidate, keep, probabilities,
                 context.run, reason))
@@ -643,13 +682,55 @@ async def _query_cosines(context: StageContext, candidate: Candidate,
     return [float(x) for x in fresh @ vector], fresh
 
 
-def _lexical_keep(text: str, spans: list[tuple[int, int]], query: str) -> list[float]:
+def _lexical_keep(texts: list[str], query: str) -> list[float]:
     """Per sentence, the share of the query's terms it contains: the cheap stand-in for the
     pruner past its per-call budget (0: shares none, dropped)."""
     wanted = set(terms(query))
     if not wanted:
-        return [0.0] * len(spans)
-    return [len(wanted.intersection(terms(text[a:b]))) / len(wanted) for a, b in spans]
+        return [0.0] * len(texts)
+    return [len(wanted.intersection(terms(text))) / len(wanted) for text in texts]
+
+
+@dataclass(frozen=True)
+class _Lines:
+    text: str
+    spans: list[tuple[int, int]]
+
+
+def _lines(texts: list[str]) -> _Lines:
+    """Texts one per line, with their spans: what the pruner reads of a tool output."""
+    spans, cursor = [], 0
+    for text in texts:
+        spans.append((cursor, cursor + len(text)))
+        cursor += len(text) + 1
+    return _Lines("\n".join(texts), spans)
+
+
+def _json_units(candidate: Candidate) -> JsonLayout | None:
+    """The JSON layout of a tool message whose spans are its rows (as ingest stored them)."""
+    layout = tool_layout(candidate.text) if candidate.role == "tool" else None
+    if layout is None or [tuple(span) for span in layout.spans] != list(candidate.spans):
+        return None
+    return layout
+
+
+def _overlaps(span: tuple[int, int], others: set[tuple[int, int]]) -> bool:
+    return any(a < span[1] and span[0] < b for a, b in others)
+
+
+def _shrink_json(original: dict[str, Any], index: int, layout: JsonLayout, keep: list[bool],
+                 scores: list[float], run, reason: str) -> dict[str, Any]:
+    """A JSON tool output with only its kept units (``agentmem.structured``; the frame is
+    always sent): it still parses; one decision lists every removed unit's span (into the
+    original text)."""
+    removed = [(span, score) for span, kind, k, score in zip(layout.spans, layout.kinds, keep, scores)
+               if kind != "frame" and not k and math.isfinite(score)]
+    if removed:
+        run.decisions.append(Decision.model_construct(  # trusted fields, built in bulk
+            action=Action.PRUNE_SPANS, message_index=index, position=index, span=None, tool=None,
+            detail={"format": "json"}, reason=reason, score=max(s for _, s in removed),
+            spans=[(a, b) for (a, b), _ in removed], span_scores=[float(s) for _, s in removed]))
+    return {**original, "content": layout.keep(keep)}
 
 
 def _impute_dense(score: np.ndarray, rows: np.ndarray, embedded: np.ndarray,

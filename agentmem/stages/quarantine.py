@@ -30,6 +30,7 @@ from agentmem.quarantine.statements import Statements, statements_of
 from agentmem.report import Action, Decision
 from agentmem.speakers import embedding_text, speaker_of
 from agentmem.stages.base import Draft, Stage, StageContext
+from agentmem.structured import tool_layout
 from agentmem.text import split_sentences
 
 if TYPE_CHECKING:
@@ -188,6 +189,12 @@ class QuarantineStage(Stage):
                 dropped.add(position)
             elif isinstance(message.get("content"), str):
                 content = " ".join(kept) if kept else _placeholder([r for _, r in entries])
+                layout = tool_layout(text) if kept and message.get("role") == "tool" else None
+                if layout is not None and removed <= {span for span, kind in zip(
+                        layout.spans, layout.kinds) if kind != "frame"}:  # it still parses
+                    content = layout.keep([span not in removed for span in layout.spans])
+                elif layout is not None:  # frame text withheld: no JSON without it
+                    content = _placeholder([r for _, r in entries])
                 replacements[position] = {**current[position].message, "content": content}
         for position, noted in sorted(notes.items()):
             target = replacements.get(position) or (current[position].message if position in current else None)

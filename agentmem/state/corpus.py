@@ -39,7 +39,8 @@ from agentmem.models.runtime import (
 )
 from agentmem.speakers import embedding_text, speaker_of, speaker_terms
 from agentmem.state.queries import QueryVectors
-from agentmem.text import count_tokens, split_sentences
+from agentmem.structured import message_rows
+from agentmem.text import count_tokens
 
 if TYPE_CHECKING:
     from agentmem.stages.base import StageContext
@@ -71,6 +72,7 @@ class Corpus:
     tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, DIMENSION), np.float32))
     embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))  # per row
+    frame: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))  # per row: JSON frame
     lexical: BM25Index = field(default_factory=BM25Index)
     room: np.ndarray | None = None  # ``vectors`` is a view of its first rows (see _append)
     sums: np.ndarray = field(default_factory=lambda: np.zeros((0, DIMENSION), np.float32))
@@ -299,7 +301,7 @@ def _truncated(corpus: Corpus, keep: int) -> Corpus:
                  position=corpus.position[:rows].copy(),
                  spans=corpus.spans[:rows], texts=corpus.texts[:rows], words=corpus.words[:rows],
                  tokens=corpus.tokens[:rows].copy(), vectors=corpus.vectors[:rows].copy(),
-                 embedded=corpus.embedded[:rows].copy())
+                 embedded=corpus.embedded[:rows].copy(), frame=corpus.frame[:rows].copy())
     names = [speaker_terms(speaker) for speaker in out.speakers]
     for row_words, position in zip(out.words, out.position.tolist()):
         out.lexical.add(row_words + names[position])
@@ -325,6 +327,7 @@ class _Rows:
     tokens: np.ndarray
     vectors: np.ndarray  # zero rows until filled
     embedded: np.ndarray
+    frame: np.ndarray  # per row: JSON frame (agentmem.structured.message_rows)
     postings: BM25Index  # the rows' BM25 postings, built with them (off the loop when large)
     first: int  # the position of ``speakers[0]``
 
@@ -337,13 +340,14 @@ def _text_rows(history: list[dict[str, Any]], start: int, upto: int, off_loop: b
     """Sentences, terms and token counts of history[start:upto] (pure CPU: a 1 MB paste takes
     seconds, so large inputs run this in a thread, ``off_loop``, and the event loop keeps
     serving calls; there it also pauses while other calls are prepared)."""
-    counts, positions, spans, texts, sources = [], [], [], [], []
+    counts, positions, spans, texts, sources, frame = [], [], [], [], [], []
     speakers: list[str] = []
     for position in range(start, upto):
         text = text_of(history[position])
         sources.append(source_of(history[position], history[:position]))
         speakers.append(speaker_of(history[position]))
-        found = [(s.start, s.end) for s in split_sentences(text)]
+        found, structural = message_rows(text, history[position].get("role", ""))
+        frame += structural
         counts.append(len(found))
         for a, b in found:
             positions.append(position)
@@ -361,7 +365,7 @@ def _text_rows(history: list[dict[str, Any]], start: int, upto: int, off_loop: b
             yield_to_other_calls()
     return _Rows(sources, speakers, counts, positions, spans, texts, words, np.asarray(tokens, np.int64),
                  np.zeros((len(texts), DIMENSION), np.float32), np.zeros(len(texts), np.bool_),
-                 postings, start)
+                 np.asarray(frame, np.bool_), postings, start)
 
 
 def _stored_rows(rows: _Rows, stored: dict[int, np.ndarray], start: int) -> list[np.ndarray | None]:
@@ -430,6 +434,7 @@ def _append(corpus: Corpus, rows: _Rows, chains: list[str]) -> None:
     corpus.tokens = np.concatenate([corpus.tokens, rows.tokens])
     corpus.vectors, corpus.room = _grown(corpus.vectors, corpus.room, rows.vectors)
     corpus.embedded = np.concatenate([corpus.embedded, rows.embedded])
+    corpus.frame = np.concatenate([corpus.frame, rows.frame])
     corpus.chains.extend(chains)
 
 
