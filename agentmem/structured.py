@@ -1,4 +1,4 @@
-"""JSON tool outputs as units the prune stage can drop without breaking the JSON.
+"""A tool's JSON answer as rows the stages can keep or drop without breaking the JSON.
 
 Agents' tools mostly answer in JSON: search hits, database rows, API listings, a fetched page
 as ``{"url": ..., "content": ...}``. Read as prose, compact JSON has no sentence boundary, so
@@ -10,10 +10,13 @@ Here a JSON text's units are what a question picks among: the elements of its ar
 and the sentences of its long strings (a page's text, a hit's snippet). A record larger than
 ``record_characters`` is walked into, so its arrays and long strings give the units and the
 record is kept while any of them is (a search hit keeps its title and URL with its relevant
-sentences). Each unit is a character span of the original text, so a subset can be kept with
-everything else (keys, scalars, whitespace, escapes) byte for byte, and the result parses.
-The standard library's decoder finds where each value ends (``raw_decode``); only the walk
-between values is ours.
+sentences). The text between units (keys, a record's short fields) is *frame*: rows too, so
+it stays findable, but never dropped on its own. Each row is a character span of the original
+text, so a subset of units can be kept with everything else (keys, scalars, whitespace,
+escapes) byte for byte, and the result parses. Ingest, the session corpus, the prune stage and
+quarantine all cut a tool message by ``message_rows``, so the rows line up everywhere. The
+standard library's decoder finds where each value ends (``raw_decode``); only the walk between
+values is ours.
 """
 
 from __future__ import annotations

@@ -417,3 +417,6 @@ async def test_a_json_tool_output_keeps_whole_records_and_still_parses(hygiene):
         assert decision.detail == {"format": "json"}
         assert len(decision.spans) == len(records) - len(kept)
         assert all(json.loads(output[a:b]) in records for a, b in decision.spans)
+        drops = [d for d in result.report.stages[0].decisions if d.action == "drop_message"]
+        assert all(d.reason.startswith("no sentence of this turn") for d in drops)
+        assert bool(drops) == (history is older)  # the old volcano facts go

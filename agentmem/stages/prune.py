@@ -372,13 +372,12 @@ class PruneStage(Stage):
             keep, scores = kept_list[first:last], score_list[first:last]
             if not any(keep):  # a member of a kept tool-call unit keeps its best sentence
                 keep[scores.index(max(scores))] = True
-            reason = "not among the most relevant sentences within the history budget"
-            layout = _json_units(c)
+            layout = _stored_layout(c)
             if layout is not None:  # a tool's JSON answer keeps whole records; recounted
                 rewritten[c.index] = _shrink_json(current[c.index], c.index, layout, keep,
-                                                  scores, run, reason)
+                                                  scores, run, SHRUNK)
                 continue
-            rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run, reason)
+            rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run, SHRUNK)
             if not current[c.index].get("tool_calls"):
                 tokens[c.index] = MESSAGE_OVERHEAD_TOKENS + sum(compress(token_list[first:last], keep))
         run.decisions.extend(drop_runs(dropped, reason))
@@ -389,9 +388,10 @@ class PruneStage(Stage):
                                   outputs: list[Candidate], query: str) -> None:
         """Large tool outputs of recent exchanges: Provence keeps the sentences the query needs.
 
-        A JSON output is read as its records (``agentmem.structured``: the elements of its
-        arrays, each on one line) and keeps whole records, so what the model gets still
-        parses; JSON with no array to choose among is left whole and not read."""
+        A tool's JSON answer is read by its rows (``agentmem.structured``: records, long
+        strings' sentences and the frame around them, each on one line) and keeps whole
+        records, so what the model gets still parses; JSON with nothing to choose among (one
+        short record) is left whole and not read."""
         from agentmem.models.pruner import cached_pruner
         from agentmem.models.registry import pruner_path
 
@@ -473,6 +473,9 @@ class PruneStage(Stage):
             context.report.warnings.append(
                 f"prune: {unscored:,} tool-output sentences past the pruner budget "
                 f"({settings.pruner_sentences}); kept only where they share a term with the query")
+
+
+SHRUNK = "not among the most relevant sentences within the history budget"
 
 
 def drop_runs(dropped: dict[int, float], reason: str) -> list[Decision]:
@@ -706,7 +709,7 @@ def _lines(texts: list[str]) -> _Lines:
     return _Lines("\n".join(texts), spans)
 
 
-def _json_units(candidate: Candidate) -> JsonLayout | None:
+def _stored_layout(candidate: Candidate) -> JsonLayout | None:
     """The JSON layout of a tool message whose spans are its rows (as ingest stored them)."""
     layout = tool_layout(candidate.text) if candidate.role == "tool" else None
     if layout is None or [tuple(span) for span in layout.spans] != list(candidate.spans):
@@ -720,9 +723,9 @@ def _overlaps(span: tuple[int, int], others: set[tuple[int, int]]) -> bool:
 
 def _shrink_json(original: dict[str, Any], index: int, layout: JsonLayout, keep: list[bool],
                  scores: list[float], run, reason: str) -> dict[str, Any]:
-    """A JSON tool output with only its kept units (``agentmem.structured``; the frame is
-    always sent): it still parses; one decision lists every removed unit's span (into the
-    original text)."""
+    """A JSON tool output with only its kept units (``agentmem.structured``; the frame goes
+    with what holds it): it still parses; one decision lists every removed unit's span (into
+    the original text)."""
     removed = [(span, score) for span, kind, k, score in zip(layout.spans, layout.kinds, keep, scores)
                if kind != "frame" and not k and math.isfinite(score)]
     if removed:
