@@ -118,7 +118,7 @@ def parses_as_json(text: str) -> bool:
         return False
     try:
         json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the decoder's depth: read as text
         return False
     return True
 
@@ -134,7 +134,7 @@ def json_layout(text: str, min_elements: int = 2, record_characters: int = RECOR
     walk = _Walk(text, min_elements, record_characters, long_string)
     try:
         splits, end = walk.value(start)
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):  # not JSON, or nested too deep to walk
         return None
     if not walk.units or text[end:].strip():
         return None

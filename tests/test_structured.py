@@ -56,6 +56,9 @@ def test_anything_else_has_no_layout_and_only_tool_json_is_split_by_units():
                  '{"a": [1, 2', "42", ""):
         assert json_layout(text) is None
     assert parses_as_json('{"a": 1}') and not parses_as_json("[1, 2") and not parses_as_json("12")
+    nested = "[" * 5000 + "]" * 5000  # a hostile tool output: past any decoder's depth
+    assert json_layout(nested) is None and not parses_as_json(nested)
+    assert message_units(nested, "tool") == split_sentences(nested)  # read as text, no crash
     text = json.dumps(PRODUCTS)
     assert [tuple(s) for s in message_units(text, "tool")] == [tuple(u) for u in json_layout(text).spans]
     assert message_units(text, "user") == split_sentences(text)  # a paste is read as written
