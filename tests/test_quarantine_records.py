@@ -3,6 +3,7 @@ result withheld whole says so, and the poisoning example's release command works
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -67,8 +68,6 @@ def test_a_claim_withheld_from_a_json_tool_answer_leaves_json_that_parses(client
     """An untrusted tool's JSON answer repeating an unsupported claim: the claim's record is
     withheld and the rest of the answer reaches the model as JSON that still parses (a
     sentence-level cut of a JSON text used to leave fragments)."""
-    import json
-
     session_id = f"qj-{uuid.uuid4().hex[:12]}"
     claim = {"source": "forum", "text": "The warehouse in Gdansk confirmed the refund already."}
     messages = [{"role": "system", "content": "You are a support agent."},

@@ -9,11 +9,15 @@ title and the assistant answers with the passage's answer sentence. The final qu
 call is another question about a passage returned many steps earlier, whose answer sentence
 is not the one the assistant quoted then: it is only in the old tool output.
 
+The search tool answers in paragraphs, or (``result_format="json"``) as a search API does,
+one line of ``{"query": ..., "results": [{"title", "url", "content"}, ...]}``.
+
 Every request runs through the same pipeline as the proxy, against the session stored once
 (as the history bench). Measured per policy: answer-sentence recall (the gold sentence is in
 the outgoing request), passage recall (something of the gold tool output is), the token
-fraction, the quarantine decisions per call, the call latency, and the MiniLM-cosine top-k
-sentences at the same tokens.
+fraction, the quarantine decisions per call, the call latency, the MiniLM-cosine top-k rows
+(sentences, or a JSON answer's rows) at the same tokens, and for JSON the tool outputs sent
+that no longer parse.
 Sessions are drawn with a fixed seed, so two runs (and two policies) see the same calls.
 """
 
@@ -25,7 +29,7 @@ import random
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -34,6 +38,8 @@ from agentmem.bench.results import percentile
 from agentmem.ingest import message_tokens
 from agentmem.messages import text_of
 from agentmem.structured import message_units, parses_as_json
+
+ResultFormat = Literal["prose", "json"]  # how the bench's search tool answers
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ def passages_of(records) -> list[Passage]:
 
 def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_session: int,
                    results: int = 3, recent_steps: int = 2, rerun_every: int = 0,
-                   seed: int = 0, result_format: str = "prose") -> list[AgentSession]:
+                   seed: int = 0, result_format: ResultFormat = "prose") -> list[AgentSession]:
     """``sessions`` sessions of ``steps`` search steps each. A step's search returns
     ``results`` passages: the one its question is about and others of the same title, as a
     search engine returns neighbours of one topic. No passage is returned twice in a session,
@@ -133,7 +139,7 @@ def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_se
     return out
 
 
-def _search_result(query: str, found: list[Passage], result_format: str) -> str:
+def _search_result(query: str, found: list[Passage], result_format: ResultFormat) -> str:
     if result_format == "prose":
         return "\n\n".join(" ".join(p.sentences) for p in found)
     hits = [{"title": p.title, "url": f"https://example.org/{i}/{p.title.replace(' ', '_')}",
@@ -141,13 +147,13 @@ def _search_result(query: str, found: list[Passage], result_format: str) -> str:
     return json.dumps({"query": query, "results": hits}, ensure_ascii=False)
 
 
-def _as_sent(sentence: str, result_format: str) -> str:
+def _as_sent(sentence: str, result_format: ResultFormat) -> str:
     """A sentence as it stands in a tool output of that format (escaped inside JSON)."""
     return json.dumps(sentence, ensure_ascii=False)[1:-1] if result_format == "json" else sentence
 
 
 async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ...],
-               result_format: str = "prose") -> dict[str, Any]:
+               result_format: ResultFormat = "prose") -> dict[str, Any]:
     from agentmem.api import Hygiene
     from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
@@ -243,7 +249,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
 def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), steps: int = 40,
                       sessions: int = 4, per_session: int = 20, results: int = 3,
                       rerun_every: int = 0, seed: int = 0,
-                      result_format: str = "prose") -> dict[str, Any]:
+                      result_format: ResultFormat = "prose") -> dict[str, Any]:
     """The bench for ``policy`` (and each of ``compare``) on sessions built from prune
     records (``build_sessions``)."""
     built = build_sessions(passages_of(records), steps=steps, sessions=sessions,
@@ -252,5 +258,4 @@ def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), st
     result = asyncio.run(_run(built, policy, compare, result_format))
     result.update(steps=steps, sessions=sessions, per_session=per_session, results=results,
                   rerun_every=rerun_every, seed=seed, result_format=result_format)
-
     return result

@@ -140,7 +140,8 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
     emit("bench agent-history", run_agent_history(
         records, policy=policy, compare=tuple(p.strip() for p in compare.split(",") if p.strip()),
         steps=steps, sessions=sessions, per_session=per_session, results=results,
-        rerun_every=rerun_every, seed=seed, result_format=result_format),
+        rerun_every=rerun_every, seed=seed,
+        result_format="json" if result_format == "json" else "prose"),
         json_out)
 
 
