@@ -230,8 +230,7 @@ class _Walk:
                 split.units.append(None)
                 split.inner[i] = inner
                 split.ranges[i] = range(first, len(self.units))
-            else:
-                del self.units[first:], self.kinds[first:]
+            else:  # (a walk that finds no split adds no unit)
                 split.units.append(len(self.units))
                 self.units.append(span)
                 self.kinds.append("record")

@@ -711,8 +711,9 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             bare = {clauses[k].position for k in flagged if not weak[k]}
             if len(bare) < MIN_BARE_TURNS:
                 continue  # only ever said next to supported details: a paraphrase, not a claim
-            # voiced: the assistant (or relayed text) saying the chain's recurring details,
-            # not joining it through its group with details of its own
+            # voiced: the assistant (or relayed text) saying a detail the chain repeats, not
+            # joining it through its group with details of its own (any detail: the chain's
+            # anchors alone lose two poisoned claims of the agentmem dev set, 0.981 -> 0.942)
             repeated = _repeated_details(clauses, flagged)
             voiced = {clauses[k].position for k in flagged
                       if statements.trust[clauses[k].row] != "untrusted"

@@ -372,13 +372,9 @@ class PruneStage(Stage):
             keep, scores = kept_list[first:last], score_list[first:last]
             if not any(keep):  # a member of a kept tool-call unit keeps its best sentence
                 keep[scores.index(max(scores))] = True
-            layout = _stored_layout(c)
-            if layout is not None:  # a tool's JSON answer keeps whole records; recounted
-                rewritten[c.index] = _shrink_json(current[c.index], c.index, layout, keep,
-                                                  scores, run, SHRUNK)
-                continue
-            rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run, SHRUNK)
-            if not current[c.index].get("tool_calls"):
+            layout = _stored_layout(c)  # a tool's JSON answer keeps whole records
+            rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run, SHRUNK, layout)
+            if layout is None and not current[c.index].get("tool_calls"):  # JSON is recounted
                 tokens[c.index] = MESSAGE_OVERHEAD_TOKENS + sum(compress(token_list[first:last], keep))
         run.decisions.extend(drop_runs(dropped, reason))
         draft.drop_indices(set(dropped))
@@ -414,11 +410,10 @@ class PruneStage(Stage):
             # What the pruner reads: the sentences, or a JSON output's units one per line.
             units = ([layout.reading(row) for row in range(len(layout.spans))] if layout
                      else [candidate.text[a:b] for a, b in candidate.spans])
-            shown = _lines(units[:room])
-            room -= len(shown.spans)
+            read = _as_read(candidate, units[:room])
+            room -= len(read.spans)
             probabilities, keep = [], []
-            if shown.spans:
-                read = Candidate(candidate.index, shown.text, shown.spans, False, candidate.role)
+            if read.spans:
                 scores = (await _read_transcript(pruner, query, [read]))[read.index]
                 similarities, vectors, bm25 = None, None, None
                 embedder = context.state.embedder
@@ -427,9 +422,9 @@ class PruneStage(Stage):
                 # vectors stored at ingest are read for the same spans
                 if embedder.loaded and keep_rule.wants_similarities(scores):
                     head = Candidate(candidate.index, candidate.text,
-                                     candidate.spans[:len(shown.spans)], False, candidate.role)
+                                     candidate.spans[:len(read.spans)], False, candidate.role)
                     similarities, vectors = await _query_cosines(context, head, query)
-                texts = units[:len(shown.spans)]
+                texts = units[:len(read.spans)]
                 if keep_rule.fuse_lexical:
                     bm25 = relative_bm25(query, texts)
                 probabilities = list(scores.probabilities)
@@ -447,18 +442,19 @@ class PruneStage(Stage):
                 " (past the pruner budget: no term of the query)" if tail else "")
             if layout is not None:
                 is_unit = [kind != "frame" for kind in layout.kinds]
-                if any(not unit and _overlaps(span, withheld)
-                       for span, unit in zip(layout.spans, is_unit)):
-                    continue  # quarantine withheld frame text: its version of the output stays
-                keep = [k and not _overlaps(span, withheld) for k, span in zip(keep, layout.spans)]
+                # quarantine withholds rows (the same spans): frame text withheld leaves its
+                # version of the output in place
+                if any(not unit and span in withheld for span, unit in zip(candidate.spans, is_unit)):
+                    continue
+                keep = [k and span not in withheld for k, span in zip(keep, candidate.spans)]
                 if all(compress(keep, is_unit)) and not withheld:
                     continue
                 if not any(compress(keep, is_unit)):  # the best unit at least
                     best = max(compress(range(len(keep)), is_unit), key=probabilities.__getitem__)
                     keep[best] = True
-                draft.replace_message(candidate.index, _shrink_json(
-                    draft.message_at(candidate.index), candidate.index, layout, keep,
-                    probabilities, context.run, reason))
+                draft.replace_message(candidate.index, _shrink(
+                    draft.message_at(candidate.index), candidate, keep, probabilities,
+                    context.run, reason, layout))
                 continue
             keep = expand(keep, settings.neighbours)
             keep = [k and span not in withheld for k, span in zip(keep, candidate.spans)]
@@ -501,19 +497,24 @@ def drop_runs(dropped: dict[int, float], reason: str) -> list[Decision]:
 
 
 def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], scores: list[float],
-            run, reason: str) -> dict[str, Any]:
-    """The message with only its kept sentences; one decision lists every removed span."""
-    text = candidate.text
-    kept = [text[a:b] for (a, b), k in zip(candidate.spans, keep) if k]
+            run, reason: str, layout: JsonLayout | None = None) -> dict[str, Any]:
+    """The message with only its kept sentences; one decision lists every removed span. With
+    ``layout`` (a tool's JSON answer, its rows the candidate's spans) only units are removed,
+    the frame going with what holds it, and the result still parses."""
     # A span without a finite score was withheld by quarantine, whose decision reports it.
-    removed = [(span, score) for span, k, score in zip(candidate.spans, keep, scores)
-               if not k and math.isfinite(score)]
+    removable = [True] * len(keep) if layout is None else [k != "frame" for k in layout.kinds]
+    removed = [(span, score) for span, k, score, unit in zip(candidate.spans, keep, scores, removable)
+               if unit and not k and math.isfinite(score)]
     if removed:
         run.decisions.append(Decision.model_construct(  # trusted fields, built in bulk
             action=Action.PRUNE_SPANS, message_index=candidate.index, position=candidate.index,
-            span=None, tool=None, detail={}, reason=reason, score=max(s for _, s in removed),
+            span=None, tool=None, detail={} if layout is None else {"format": "json"},
+            reason=reason, score=max(s for _, s in removed),
             spans=[span for span, _ in removed], span_scores=[float(s) for _, s in removed]))
-    return {**original, "content": " ".join(kept)}
+    if layout is not None:
+        return {**original, "content": layout.keep(keep)}
+    text = candidate.text
+    return {**original, "content": " ".join(text[a:b] for (a, b), k in zip(candidate.spans, keep) if k)}
 
 
 def _transcript(candidates: list[Candidate]) -> tuple[list[str], list[int]]:
@@ -694,19 +695,14 @@ def _lexical_keep(texts: list[str], query: str) -> list[float]:
     return [len(wanted.intersection(terms(text))) / len(wanted) for text in texts]
 
 
-@dataclass(frozen=True)
-class _Lines:
-    text: str
-    spans: list[tuple[int, int]]
-
-
-def _lines(texts: list[str]) -> _Lines:
-    """Texts one per line, with their spans: what the pruner reads of a tool output."""
+def _as_read(candidate: Candidate, texts: list[str]) -> Candidate:
+    """What the pruner reads of a tool output: ``texts`` (its sentences, or a JSON answer's
+    rows) one per line, as a candidate of its own."""
     spans, cursor = [], 0
     for text in texts:
         spans.append((cursor, cursor + len(text)))
         cursor += len(text) + 1
-    return _Lines("\n".join(texts), spans)
+    return Candidate(candidate.index, "\n".join(texts), spans, False, candidate.role)
 
 
 def _stored_layout(candidate: Candidate) -> JsonLayout | None:
@@ -715,25 +711,6 @@ def _stored_layout(candidate: Candidate) -> JsonLayout | None:
     if layout is None or [tuple(span) for span in layout.spans] != list(candidate.spans):
         return None
     return layout
-
-
-def _overlaps(span: tuple[int, int], others: set[tuple[int, int]]) -> bool:
-    return any(a < span[1] and span[0] < b for a, b in others)
-
-
-def _shrink_json(original: dict[str, Any], index: int, layout: JsonLayout, keep: list[bool],
-                 scores: list[float], run, reason: str) -> dict[str, Any]:
-    """A JSON tool output with only its kept units (``agentmem.structured``; the frame goes
-    with what holds it): it still parses; one decision lists every removed unit's span (into
-    the original text)."""
-    removed = [(span, score) for span, kind, k, score in zip(layout.spans, layout.kinds, keep, scores)
-               if kind != "frame" and not k and math.isfinite(score)]
-    if removed:
-        run.decisions.append(Decision.model_construct(  # trusted fields, built in bulk
-            action=Action.PRUNE_SPANS, message_index=index, position=index, span=None, tool=None,
-            detail={"format": "json"}, reason=reason, score=max(s for _, s in removed),
-            spans=[(a, b) for (a, b), _ in removed], span_scores=[float(s) for _, s in removed]))
-    return {**original, "content": layout.keep(keep)}
 
 
 def _impute_dense(score: np.ndarray, rows: np.ndarray, embedded: np.ndarray,
