@@ -30,6 +30,13 @@ from functools import lru_cache
 
 from agentmem.text import Span, split_sentences
 
+# The cut of messages into rows that ingest embeds: a stored turn's vectors are one per row of
+# the cut that made them, and a reader matches them to today's rows by position. So the store
+# keys sentence vectors by this version (``SessionKeys.embeddings``), and a change to how
+# ``message_rows`` cuts any message must bump it: vectors of an older cut are then not read
+# (re-embedded on demand) rather than paired with rows they were not made from. Version 2:
+# a tool's JSON answer by records (version 1 cut it as prose).
+ROWS_VERSION = 2
 RECORD_CHARACTERS = 600  # a larger array element is walked into for finer units
 LONG_STRING_CHARACTERS = 300  # a string this long (raw) is split into its sentences
 _DECODER = json.JSONDecoder()

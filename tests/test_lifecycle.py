@@ -25,6 +25,7 @@ import pytest
 
 from agentmem.pending import SERVERS_KEY, AfterReplyJob, Ledger, stream_key
 from agentmem.store.connection import REGISTRY_FILE, RedisConnector, _embedded_running
+from agentmem.store.keys import SessionKeys
 from tests.servers import free_port
 
 # The paste whose embeddings are still being computed when the server is told to stop: at
@@ -195,7 +196,7 @@ def test_shutdown_leaves_pending_work_to_the_next_start(fleet):
     async def left(redis):
         servers = [s.decode() for s in await redis.smembers(SERVERS_KEY)]
         entries = [e for s in servers for e in await redis.xrange(stream_key(s))]
-        return entries, await redis.hkeys("agentmem:{default:paste}:emb")
+        return entries, await redis.hkeys(SessionKeys("default", "paste").embeddings)
 
     entries, embedded = read(data, left)
     assert [fields[b"session"] for _, fields in entries] == [b"paste"]
@@ -226,7 +227,7 @@ def test_a_crashed_servers_work_is_redone_by_another_after_its_lease(fleet):
     killed = time.monotonic()
 
     async def embedded(redis):
-        return sorted(await redis.hkeys("agentmem:{default:crash}:emb"))
+        return sorted(await redis.hkeys(SessionKeys("default", "crash").embeddings))
 
     assert read(data, embedded) == []  # pending when the server died
     while time.monotonic() - killed < 300 and read(data, embedded) != [b"0", b"1"]:

@@ -199,3 +199,31 @@ async def test_a_participants_name_is_searchable_with_each_of_their_sentences():
             {"role": "tool", "tool_call_id": "c1", "name": "lookup", "content": "Found it."}]
     corpus = await corpus_for(_context(tool), 3)
     assert corpus.lexical.scores(terms("lookup")).max() == 0  # a tool's name is not a speaker
+
+
+async def test_a_turn_cut_another_way_is_not_paired_with_the_corpus_rows():
+    """A turn stored by an older cut (a tool's JSON answer by sentences, before records) may
+    have as many pieces as today's rows: its pieces are not paired with the rows' vectors."""
+    from agentmem.state.corpus import _turn_rows
+    from agentmem.store.sessions import TurnRecord
+
+    marker = uuid.uuid4().hex
+    answer = ('{"results": [{"title": "Red mug", "text": "A red mug. Holds tea."}, '
+              '{"title": "Blue kettle", "text": "A blue kettle. Boils fast."}]}')
+    history = [{"role": "user", "content": f"{marker}. Find a mug."},
+               {"role": "tool", "tool_call_id": "c1", "content": answer}]
+    context = _context(history)
+    corpus = await corpus_for(context, 2)
+    rows = [tuple(corpus.spans[row]) for row in corpus.rows_of[1]]
+    assert len(rows) >= 2
+
+    def turn(spans):
+        return TurnRecord(id=1, position=1, role="tool", message=history[1], hash="h",
+                          chain=context.chains[1], tokens=40, sentences=spans, source="tool:x")
+
+    same = _turn_rows(corpus, turn(rows))
+    assert all(vector is not None and row is not None for _, vector, row in same)
+    step = len(answer) // len(rows)  # as many pieces, cut elsewhere
+    other = [(k * step, (k + 1) * step) for k in range(len(rows))]
+    assert other != rows
+    assert all(vector is None and row is None for _, vector, row in _turn_rows(corpus, turn(other)))

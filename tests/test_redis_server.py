@@ -9,6 +9,7 @@ import redis
 from agentmem import Hygiene
 from agentmem.config import Settings
 from agentmem.policy import policy_from_dict
+from agentmem.store.keys import SessionKeys
 
 
 async def test_round_trip_on_redis_server_with_ttl(redis_server, upstream):
@@ -32,5 +33,5 @@ async def test_round_trip_on_redis_server_with_ttl(redis_server, upstream):
                                                     "reports", "turns"]
     assert all(0 < plain.ttl(k) <= 600 for k in keys)
     assert plain.llen(f"agentmem:{{default:{session}}}:active") == 4
-    assert plain.hlen(f"agentmem:{{default:{session}}}:emb") == 4  # every turn embedded
+    assert plain.hlen(SessionKeys("default", session).embeddings) == 4  # every turn embedded
     assert plain.zscore("agentmem:tenant:{default}:sessions", session) is not None

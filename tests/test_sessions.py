@@ -9,6 +9,7 @@ import numpy as np
 import openai
 import pytest
 
+from agentmem.store.keys import SessionKeys
 from agentmem.text import sentences
 
 
@@ -43,7 +44,7 @@ def test_sentence_embeddings_are_cached_at_ingest(client, proxy, session_id):
     async def read():
         try:  # embeddings are written in the background, right after the reply
             for _ in range(200):
-                raw = await store_client.hget(f"agentmem:{{default:{session_id}}}:emb", "0")
+                raw = await store_client.hget(SessionKeys("default", session_id).embeddings, "0")
                 if raw:
                     return raw
                 await asyncio.sleep(0.05)
@@ -59,6 +60,43 @@ def test_sentence_embeddings_are_cached_at_ingest(client, proxy, session_id):
     fresh = default_embedder().encode(sentences(text))  # row i is the embedding of sentence i
     assert np.allclose(np.sum(matrix * fresh, axis=1), 1.0, atol=1e-2)
     assert not np.allclose(matrix[0], matrix[1])
+
+
+async def test_vectors_stored_by_an_older_cut_are_not_read_and_go_with_the_session(data_dir):
+    """Stored vectors are one per row of the cut that made them, matched to today's rows by
+    position; a version that cut messages differently (a tool's JSON answer by sentences,
+    before records) left vectors under its own key, which is never read and is deleted with
+    the session."""
+    import asyncio
+    import uuid
+
+    from agentmem import Hygiene
+    from agentmem.config import Settings
+    from agentmem.models.embedder import to_bytes
+    from agentmem.store.sessions import SessionHandle
+
+    engine = Hygiene("default", settings=Settings(data_dir=data_dir))
+    session = f"cut-{uuid.uuid4().hex}"
+    history = [{"role": "user", "content": "Where is my parcel? It left Paris on Monday."}]
+    async with engine.call({"model": "echo", "messages": history}, session_id=session) as call:
+        await call.finish({"role": "assistant", "content": "In Lyon."})
+    store, handle = engine.store(), SessionHandle("default", session)
+    try:
+        for _ in range(200):  # written in the background, right after the reply
+            stored = await store.embeddings(handle, [0, 1])
+            if len(stored) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(stored) == 2
+        older = f"agentmem:{{default:{session}}}:emb"  # version 1's key
+        assert older in handle.keys.stale_embeddings and older != handle.keys.embeddings
+        garbage = to_bytes(np.ones((2, 384), np.float32) / np.sqrt(384))
+        await store.redis.hset(older, mapping={"0": garbage, "1": garbage})
+        assert await store.embeddings(handle, [0, 1]) == stored  # today's, never the older cut's
+        assert await store.delete(handle)
+        assert not await store.redis.exists(older, handle.keys.embeddings)
+    finally:
+        await engine.aclose()
 
 
 def test_diverging_history_keeps_superseded_turns(client, http, session_id):

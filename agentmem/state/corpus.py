@@ -407,11 +407,14 @@ _TurnRow = tuple[str, "np.ndarray | None", "int | None"]  # sentence, vector, co
 
 def _turn_rows(corpus: Corpus | None, turn: TurnRecord) -> list[_TurnRow]:
     """A turn's sentences, each with its corpus row and vector when the corpus holds exactly
-    that turn (matched by chain hash, so never another turn's)."""
+    that turn (matched by chain hash, so never another turn's) cut the same way (its stored
+    spans are the corpus rows' spans: a turn stored by an older cut may have as many sentences
+    as today's rows and still not the same ones)."""
     text = text_of(turn.message)
     sentences = [text[a:b] for a, b in turn.sentences]
     if corpus is None or turn.position >= corpus.covered or corpus.chains[turn.position] != turn.chain \
-            or len(corpus.rows_of[turn.position]) != len(sentences):
+            or [tuple(corpus.spans[row]) for row in corpus.rows_of[turn.position]] \
+            != [tuple(span) for span in turn.sentences]:
         return [(sentence, None, None) for sentence in sentences]
     return [(sentence, corpus.vectors[row] if corpus.embedded[row] else None, row)
             for sentence, row in zip(sentences, corpus.rows_of[turn.position])]

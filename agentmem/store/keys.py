@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agentmem.structured import ROWS_VERSION
+
 PREFIX = "agentmem"
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._:@+=-]{1,200}$")
 
@@ -43,8 +45,17 @@ class SessionKeys:
         return f"{self._base}:chain"
 
     @property
-    def embeddings(self) -> str:  # hash: turn id -> float16 sentence embeddings
-        return f"{self._base}:emb"
+    def embeddings(self) -> str:
+        """Hash: turn id -> float16 sentence embeddings, one row per row of the turn's cut.
+        Named by the cut's version (``agentmem.structured.ROWS_VERSION``): vectors stored by
+        an older cut stay unread rather than be paired with rows they were not made from."""
+        return f"{self._base}:emb{ROWS_VERSION}"
+
+    @property
+    def stale_embeddings(self) -> list[str]:
+        """The embeddings hashes of older cuts (version 1's was ``:emb``): never read,
+        deleted with the session."""
+        return [f"{self._base}:emb"] + [f"{self._base}:emb{v}" for v in range(2, ROWS_VERSION)]
 
     @property
     def reports(self) -> str:  # hash: report id -> Report JSON
@@ -64,7 +75,7 @@ class SessionKeys:
 
     def data_keys(self) -> list[str]:
         return [self.meta, self.turns, self.active, self.chain, self.embeddings,
-                self.reports, self.report_ids, self.quarantine]
+                self.reports, self.report_ids, self.quarantine, *self.stale_embeddings]
 
 
 def tenant_index(tenant: str) -> str:
