@@ -179,6 +179,47 @@ async def test_tool_output_cosines_come_from_its_stored_vectors_once_ingest_embe
     assert tool == next(m for m in embedded_now.messages if m["role"] == "tool")
 
 
+async def test_a_recent_tool_output_unrelated_to_the_question_is_not_read(hygiene, monkeypatch):
+    """Every sentence of the output is under the keep rule's least cosine to the question, so
+    the rule could keep nothing but its floor whatever the model said: the pruner does not read
+    it (its ~250 ms read on two cores), and the message keeps what a read would have kept. A
+    related question still has it read."""
+    from agentmem.models.keep_rule import KeepRule
+    from agentmem.models.pruner import cached_pruner
+
+    output, _, history = _mug_lookup(60)
+    unrelated = [*history[:-1], {"role": "user", "content": "Can you recommend a pasta recipe?"}]
+    policy = _policy(keep_recent_exchanges=2, large_tool_output_tokens=200)
+    pruner = cached_pruner(default_pruner_path())
+    blocks: list[int] = []
+    forward = pruner.forward_blocks
+
+    def counting(chunk, *args, **kwargs):
+        blocks.append(len(chunk))
+        return forward(chunk, *args, **kwargs)
+
+    monkeypatch.setattr(pruner, "forward_blocks", counting)
+    skipped = await hygiene.apply(unrelated, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
+    assert blocks == []  # not read
+    [decision] = [d for d in skipped.report.stages[0].decisions if d.message_index == 3]
+    assert decision.action == "prune_spans" and "not read by the pruner" in decision.reason
+    assert max(decision.span_scores) < 0.3  # each removed sentence's query cosine
+    tool = next(m for m in skipped.messages if m["role"] == "tool")
+    assert 0 < len(tool["content"]) < len(output) / 10  # the floor: ~40 tokens
+
+    monkeypatch.setattr(KeepRule, "out_of_reach", lambda self, similarities: False)
+    read = await hygiene.apply(unrelated, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
+    assert sum(blocks) >= 2  # ~1,000 tokens: read in two or more blocks
+    assert next(m for m in read.messages if m["role"] == "tool") == tool  # the same keep
+    monkeypatch.undo()
+
+    blocks.clear()
+    monkeypatch.setattr(pruner, "forward_blocks", counting)
+    related = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
+    assert sum(blocks) >= 2  # the mug question is related: read
+    assert "14 red mugs" in next(m for m in related.messages if m["role"] == "tool")["content"]
+
+
 def test_helpers():
     assert recent_start(HISTORY, 2) == 9 and recent_start(HISTORY, 1) == 11
     assert expand([False, True, False, False], 1) == [True, True, True, False]

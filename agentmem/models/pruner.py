@@ -117,6 +117,14 @@ class Pruner:
     def _tokens(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def unread(self, sentences: Sequence[str]) -> SentenceScores:
+        """Scores of a passage the model does not read (``KeepRule.out_of_reach``): keep
+        probability 0 for each of its tokens, so the keep rule decides by its other signals
+        and its floor counts the same tokens as after a read."""
+        ids = self._sentence_ids(sentences)
+        return SentenceScores([0.0] * len(ids), [np.zeros(len(row), np.float32) for row in ids],
+                              0.0, ids)
+
     def _blocks(self, query: str, sentences: Sequence[str]) -> list[_Block]:
         cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         query_ids = self._tokens(normalise_query(query))[: self.max_length // 2]

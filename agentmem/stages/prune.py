@@ -406,28 +406,36 @@ class PruneStage(Stage):
         pruner = await run_inference(cached_pruner, pruner_path(settings.checkpoint))
         keep_rule = pruner.keep_rule(**settings.keep_rule_overrides())
         room, unscored = settings.pruner_sentences, 0
+        embedder = context.state.embedder
         for candidate, layout in readable:
             # What the pruner reads: the sentences, or a JSON output's units one per line.
             units = ([layout.reading(row) for row in range(len(layout.spans))] if layout
                      else [candidate.text[a:b] for a, b in candidate.spans])
-            read = _as_read(candidate, units[:room])
-            room -= len(read.spans)
-            probabilities, keep = [], []
-            if read.spans:
-                scores = (await _read_transcript(pruner, query, [read]))[read.index]
-                similarities, vectors, bm25 = None, None, None
-                embedder = context.state.embedder
+            texts = units[:room]
+            probabilities, keep, unread = [], [], False
+            if texts:
                 # the query's cosine vetoes unrelated keeps and orders the floor (never
                 # waiting for a MiniLM that a restarted server is still loading); the
                 # vectors stored at ingest are read for the same spans
-                if embedder.loaded and keep_rule.wants_similarities(scores):
-                    head = Candidate(candidate.index, candidate.text,
-                                     candidate.spans[:len(read.spans)], False, candidate.role)
+                head = Candidate(candidate.index, candidate.text, candidate.spans[:len(texts)],
+                                 False, candidate.role)
+                similarities, vectors, bm25 = None, None, None
+                if embedder.loaded and keep_rule.min_similarity is not None:
                     similarities, vectors = await _query_cosines(context, head, query)
-                texts = units[:len(read.spans)]
+                if similarities is not None and keep_rule.out_of_reach(similarities):
+                    scores, unread = pruner.unread(texts), True  # the cheap signals decide
+                else:
+                    room -= len(texts)
+                    read = _as_read(candidate, texts)
+                    scores = (await _read_transcript(pruner, query, [read]))[read.index]
+                    if similarities is None and embedder.loaded and \
+                            keep_rule.wants_similarities(scores):
+                        similarities, vectors = await _query_cosines(context, head, query)
                 if keep_rule.fuse_lexical:
                     bm25 = relative_bm25(query, texts)
-                probabilities = list(scores.probabilities)
+                # an unread output's decisions report what decided them: the query cosine
+                probabilities = list(similarities if unread and similarities is not None
+                                     else scores.probabilities)
                 keep = keep_rule.decide(scores, similarities=similarities, vectors=vectors,
                                         lexical=None if bm25 is None else bm25.tolist(),
                                         texts=texts, question=query)
@@ -438,7 +446,7 @@ class PruneStage(Stage):
                 probabilities += lexical
                 keep += [score > 0 for score in lexical]
             withheld = context.channels.excluded_spans.get(candidate.index, set())
-            reason = "below the pruner's keep threshold for the query" + (
+            reason = UNRELATED if unread else "below the pruner's keep threshold for the query" + (
                 " (past the pruner budget: no term of the query)" if tail else "")
             if layout is not None:
                 is_unit = [kind != "frame" for kind in layout.kinds]
@@ -472,6 +480,8 @@ class PruneStage(Stage):
 
 
 SHRUNK = "not among the most relevant sentences within the history budget"
+UNRELATED = ("unrelated to the query (every sentence under the keep rule's least cosine), "
+             "so not read by the pruner: its floor keeps the closest; score: the query cosine")
 
 
 def drop_runs(dropped: dict[int, float], reason: str) -> list[Decision]:
