@@ -59,6 +59,7 @@ class StageRun(BaseModel):
     decisions: list[Decision] = Field(default_factory=list)
     error: str | None = None
     skipped: str | None = None  # why the stage did not run on this call (models still loading)
+    replayed: bool = False  # the agent step's first call's decisions, replayed (state/steps.py)
 
 
 class IngestSummary(BaseModel):

@@ -105,3 +105,29 @@ def test_reruns_repeat_an_earlier_step_and_leave_the_draw_alone():
     assert [c["tool_calls"][0]["id"] for c in calls] == [m["tool_call_id"] for m in tools]
     firsts = [c for i, c in enumerate(contents) if contents.index(c) == i]
     assert firsts == [m["content"] for m in plain.messages if m["role"] == "tool"]  # same draw
+
+
+def test_follow_up_calls_of_a_step_send_the_history_before_it_unchanged(tmp_path):
+    """Each final question's step gets a second call (a search answered with passages the
+    session never saw): with ``prune.step_stable`` (the default) the history before the step
+    goes out as on the first call, byte for byte; decided anew it does not."""
+    source = tmp_path / "towns.jsonl"
+    source.write_text("".join(r.model_dump_json() + "\n" for r in _records()))
+    shares = {}
+    for stable in ("true", "false"):
+        policy = tmp_path / f"prune_{stable}.yaml"
+        policy.write_text("extends: default\nname: prune-only\nstages: [prune]\n"
+                          "prune: {history_floor_tokens: 100, history_fraction: 0.08, "
+                          f"step_stable: {stable}}}\n")
+        out = tmp_path / f"result_{stable}.json"
+        done = subprocess.run([sys.executable, "-m", "agentmem", "bench", "agent-history",
+                               "--data", str(source), "--policy", str(policy), "--steps", "9",
+                               "--sessions", "1", "--per-session", "6", "--results", "2",
+                               "--follow-up", "--json", str(out)],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        result = json.loads(out.read_text())
+        assert result["follow_up"]["n"] == result["n"] >= 3
+        shares[stable] = result["follow_up"]["prefix_identical"]
+    assert shares["true"] == 1.0
+    assert shares["false"] < 1.0

@@ -220,6 +220,48 @@ async def test_a_recent_tool_output_unrelated_to_the_question_is_not_read(hygien
     assert "14 red mugs" in next(m for m in related.messages if m["role"] == "tool")["content"]
 
 
+async def test_an_agent_steps_later_calls_get_the_same_older_history(hygiene):
+    """The step's second call holds its tool result, which would steer the older history
+    elsewhere (the pasta exchange); with ``step_stable`` (the default) the history before the
+    step is what the step's first call sent, byte for byte (a provider's prompt cache keeps
+    serving it), and the stage's decisions are replayed, not recomputed."""
+    step = [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": "t9", "type": "function", "function": {"name": "recipes", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "t9",
+             "content": "Spaghetti aglio e olio: pasta, garlic, olive oil, chili flakes, parsley."}]
+    first_call, second_call = HISTORY, [*HISTORY, *step]
+    before_step = len(HISTORY) - 1
+
+    def prefix(result):
+        return [m for i, m in zip(result.kept_indices, result.messages) if i < before_step]
+
+    outgoing = {}
+    for stable in (True, False):
+        policy = _policy(keep_recent_exchanges=1, history_fraction=0.3, step_stable=stable)
+        session = f"pr-{uuid.uuid4().hex}"
+        first = await hygiene.apply(first_call, session_id=session, policy=policy)
+        await hygiene.drain()
+        second = await hygiene.apply(second_call, session_id=session, policy=policy)
+        [run] = [r for r in second.report.stages if r.stage == "prune"]
+        assert run.replayed is stable
+        assert bool(run.decisions) and (run.decisions == first.report.stages[0].decisions) is stable
+        outgoing[stable] = prefix(first), prefix(second)
+    assert outgoing[True][0] == outgoing[True][1]  # the same prefix, byte for byte
+    assert outgoing[False][0] != outgoing[False][1]  # decided anew: the pasta turns come back
+    assert any("spaghetti" in json.dumps(m).lower() for m in outgoing[False][1])
+    assert not any("spaghetti" in json.dumps(m).lower() for m in outgoing[True][1])
+
+    # a new step (another user message) decides anew
+    policy = _policy(keep_recent_exchanges=1, history_fraction=0.3)
+    session = f"pr-{uuid.uuid4().hex}"
+    await hygiene.apply(first_call, session_id=session, policy=policy)
+    await hygiene.drain()
+    later = [*second_call, {"role": "assistant", "content": "Found a recipe."},
+             {"role": "user", "content": "And my kettle order number?"}]
+    result = await hygiene.apply(later, session_id=session, policy=policy)
+    assert not next(r for r in result.report.stages if r.stage == "prune").replayed
+
+
 def test_helpers():
     assert recent_start(HISTORY, 2) == 9 and recent_start(HISTORY, 1) == 11
     assert expand([False, True, False, False], 1) == [True, True, True, False]

@@ -29,7 +29,7 @@ async def test_round_trip_on_redis_server_with_ttl(redis_server, upstream):
         engine.connector.close()
     plain = redis.Redis.from_url(redis_server.url)
     keys = sorted(k.decode() for k in plain.keys(f"agentmem:{{default:{session}}}:*"))
-    assert [k.rsplit(":", 1)[1] for k in keys] == ["active", "chain", "emb", "meta", "report_ids",
+    assert [k.rsplit(":", 1)[1] for k in keys] == ["active", "chain", "emb2", "meta", "report_ids",
                                                     "reports", "turns"]
     assert all(0 < plain.ttl(k) <= 600 for k in keys)
     assert plain.llen(f"agentmem:{{default:{session}}}:active") == 4

@@ -62,6 +62,7 @@ class FinalQuestion:
 class AgentSession:
     messages: list[dict[str, Any]]
     finals: list[FinalQuestion]
+    spare: tuple[Passage, ...] = ()  # passages this session never returned (follow-up results)
 
 
 def passages_of(records) -> list[Passage]:
@@ -135,7 +136,8 @@ def build_sessions(passages: list[Passage], *, steps: int, sessions: int, per_se
         recent = len(messages) - 4 * recent_steps  # each step is four messages
         finals = [final for final in finals if final.tool_index < recent]
         rng.shuffle(finals)
-        out.append(AgentSession(messages, finals[:per_session]))
+        out.append(AgentSession(messages, finals[:per_session],
+                                tuple(pool[-results * per_session:])))
     return out
 
 
@@ -152,8 +154,27 @@ def _as_sent(sentence: str, result_format: ResultFormat) -> str:
     return json.dumps(sentence, ensure_ascii=False)[1:-1] if result_format == "json" else sentence
 
 
+def _follow_up(final: FinalQuestion, found: tuple[Passage, ...], number: int,
+               result_format: ResultFormat) -> list[dict[str, Any]]:
+    """The step's second call adds: the agent searches for the final question, and the tool
+    returns passages the session never saw."""
+    call_id = f"follow_{number}"
+    return [{"role": "assistant", "content": None, "tool_calls": [{
+                "id": call_id, "type": "function",
+                "function": {"name": "search", "arguments": json.dumps({"query": final.question})}}]},
+            {"role": "tool", "tool_call_id": call_id,
+             "content": _search_result(final.question, list(found), result_format)
+             or "No results."}]
+
+
+def _prefix(result: Any, before: int) -> list[dict[str, Any]]:
+    """The outgoing messages that come from history[:before] (what precedes the step)."""
+    return [m for i, m in zip(result.kept_indices, result.messages) if i < before]
+
+
 async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ...],
-               result_format: ResultFormat = "prose") -> dict[str, Any]:
+               result_format: ResultFormat = "prose", follow_up: bool = False,
+               results: int = 3) -> dict[str, Any]:
     from agentmem.api import Hygiene
     from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
@@ -165,6 +186,8 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
     sentence_hits = {tally.policy: [0, 0, 0] for tally in tallies}  # ours, embedding, total
     withheld: dict[str, list[int]] = {tally.policy: [] for tally in tallies}
     broken = {tally.policy: 0 for tally in tallies}  # outgoing JSON tool outputs that fail to parse
+    # the step's second call: (prefix identical, prefix token share, latency ms) per question
+    second: dict[str, list[tuple[bool, float, float]]] = {tally.policy: [] for tally in tallies}
     questions = 0
     try:
         for number, session in enumerate(sessions):
@@ -179,7 +202,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
             rows = [(i, s.start, s.end) for i, m in enumerate(messages)
                     for s in message_units(text_of(m), m.get("role", ""))]
             vectors = embedder.encode([text_of(messages[i])[a:b] for i, a, b in rows])
-            for final in session.finals:
+            for number_in_session, final in enumerate(session.finals):
                 questions += 1
                 request = messages + [{"role": "user", "content": final.question}]
                 query = embedder.encode([final.question])[0]
@@ -216,6 +239,24 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                     hits[1] += sum(bool(found) and all(r in chosen for r in found)
                                    for found in rows_of_gold)
                     hits[2] += len(final.gold)
+                    if follow_up:
+                        await hygiene.drain()  # the reply's work, done while the tool runs
+                        found = session.spare[results * number_in_session:][:results]
+                        started = time.perf_counter()
+                        later = await hygiene.apply(
+                            request + _follow_up(final, found, number_in_session, result_format),
+                            session_id=name, policy=None if tally is tallies[0] else tally.policy)
+                        took = (time.perf_counter() - started) * 1000
+                        first_prefix = _prefix(result, len(request) - 1)
+                        later_prefix = _prefix(later, len(request) - 1)
+                        common = 0
+                        for a, b in zip(first_prefix, later_prefix):
+                            if a != b:
+                                break
+                            common += message_tokens(a)
+                        total = sum(message_tokens(m) for m in later_prefix)
+                        second[tally.policy].append(
+                            (first_prefix == later_prefix, common / total if total else 1.0, took))
     finally:
         await hygiene.aclose()
         hygiene.connector.close()
@@ -237,6 +278,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                 "answer_sentence_recall": embedded / total if total else 0.0,
                 "passage_recall": tally.embed_hits / tally.total if tally.total else 0.0}},
             "policy": tally.policy,
+            **({"follow_up": _follow_up_result(second[tally.policy])} if follow_up else {}),
             **({"warnings": dict(tally.warnings)} if tally.warnings else {}),
         }
 
@@ -246,16 +288,33 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
     return out
 
 
+def _follow_up_result(calls: list[tuple[bool, float, float]]) -> dict[str, Any]:
+    """The step's second calls: how often the history before the step went out byte-identical
+    (a provider's prompt cache serves it), its mean shared-prefix share, and their latency."""
+    return {
+        "n": len(calls),
+        "prefix_identical": float(np.mean([same for same, _, _ in calls])) if calls else 0.0,
+        "prefix_token_share": float(np.mean([share for _, share, _ in calls])) if calls else 0.0,
+        "latency_ms_p50": percentile([took for _, _, took in calls], 0.5),
+        "latency_ms_p95": percentile([took for _, _, took in calls], 0.95),
+    }
+
+
 def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), steps: int = 40,
                       sessions: int = 4, per_session: int = 20, results: int = 3,
                       rerun_every: int = 0, seed: int = 0,
-                      result_format: ResultFormat = "prose") -> dict[str, Any]:
+                      result_format: ResultFormat = "prose", follow_up: bool = False
+                      ) -> dict[str, Any]:
     """The bench for ``policy`` (and each of ``compare``) on sessions built from prune
-    records (``build_sessions``)."""
+    records (``build_sessions``). ``follow_up``: each final question's step gets a second
+    call (the agent's search for it, answered with passages the session never saw), measured
+    for whether the history before the step goes out as on the first call (``follow_up`` in
+    the result; the second call's turns are stored, so the next question diverges from them
+    as a client's edit would)."""
     built = build_sessions(passages_of(records), steps=steps, sessions=sessions,
                            per_session=per_session, results=results, rerun_every=rerun_every,
                            seed=seed, result_format=result_format)
-    result = asyncio.run(_run(built, policy, compare, result_format))
+    result = asyncio.run(_run(built, policy, compare, result_format, follow_up, results))
     result.update(steps=steps, sessions=sessions, per_session=per_session, results=results,
                   rerun_every=rerun_every, seed=seed, result_format=result_format)
     return result

@@ -124,6 +124,10 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
                   result_format: str = typer.Option("prose", "--result-format", help="How the "
                                                     "search tool answers: prose (paragraphs) or "
                                                     "json (a search API's results list)."),
+                  follow_up: bool = typer.Option(False, "--follow-up", help="Give each final "
+                                                 "question's step a second call (a search with "
+                                                 "new results): is the history before the step "
+                                                 "sent as on the first call?"),
                   json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
     """Agent sessions built from passages: does the answer in an older tool output reach the
     model (agentmem/bench/agent_history.py)?"""
@@ -141,7 +145,7 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
         records, policy=policy, compare=tuple(p.strip() for p in compare.split(",") if p.strip()),
         steps=steps, sessions=sessions, per_session=per_session, results=results,
         rerun_every=rerun_every, seed=seed,
-        result_format="json" if result_format == "json" else "prose"),
+        result_format="json" if result_format == "json" else "prose", follow_up=follow_up),
         json_out)
 
 

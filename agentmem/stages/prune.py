@@ -42,6 +42,7 @@ from agentmem.stages.selection import (
     excluded_rows,
     fill,
 )
+from agentmem.state.steps import StepReplay
 from agentmem.structured import JsonLayout, parses_as_json, tool_layout
 from agentmem.text import MESSAGE_OVERHEAD_TOKENS, split_sentences
 
@@ -92,6 +93,12 @@ class PruneSettings(BaseModel):
         None, ge=0, description="Fused rule: added to the fused score of a sentence that opens "
         "by defining a name the two best sentences mention and the query does not (a second "
         "hop; agentmem/names.py); null: the checkpoint's.")
+    step_stable: bool = Field(
+        True, description="An agent step's later calls get the older history exactly as its "
+        "first call did (decided for the user's message), so the request's prefix stays "
+        "byte-identical for provider prompt caches and the stage's work is not redone "
+        "(agentmem/state/steps.py); false: each call decides anew, with the step's tool "
+        "results in the query.")
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
@@ -195,11 +202,22 @@ class PruneStage(Stage):
     async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.prune
         history = context.history
+        step_start = agent_step_start(history)
+        step = StepReplay.of(context, draft, step_start, settings.model_dump_json()) \
+            if settings.step_stable else None
+        if step is not None and step.replay(draft, context.run):
+            return
+        await self._prune(draft, context, step_start)
+        if step is not None:
+            step.record(draft, context.run)
+
+    async def _prune(self, draft: Draft, context: StageContext, step_start: int) -> None:
+        settings = context.policy.prune
+        history = context.history
         query = query_of(history)
         if not query:
             return
         start = recent_start(history, settings.keep_recent_exchanges)
-        step_start = agent_step_start(history)
         older, large_outputs = [], []
         for message in draft.messages:
             role, index = message.role, message.index

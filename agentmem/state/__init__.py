@@ -15,10 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentmem.models.embedder import Embedder
 from agentmem.state.corpus import Corpus, CorpusCache
 from agentmem.state.queries import QueryVectors
+from agentmem.state.steps import StepMemo
 from agentmem.state.toolcat import Catalogue, ToolCatalogues
 
 __all__ = ["CacheLimits", "Catalogue", "Corpus", "CorpusCache", "EngineState", "QueryVectors",
-           "ToolCatalogues"]
+           "StepMemo", "ToolCatalogues"]
 
 MB = 1024 * 1024
 
@@ -32,6 +33,9 @@ class CacheLimits(BaseModel):
     query_memo: int = Field(1024, ge=1, description="Query texts whose vectors are remembered.")
     tool_catalogue_mb: int = Field(64, ge=1, description="Distinct tool lists, ready for scoring.")
     tool_vectors: int = Field(20_000, ge=1, description="Tool-text vectors kept in process.")
+    step_memo: int = Field(
+        1024, ge=1, description="Sessions whose latest agent step's stage outcomes are kept, "
+        "replayed on the step's later calls (agentmem/state/steps.py).")
     call_path_sentences: int = Field(
         64, ge=0, description="New sentences one call may embed on its path (newest first); "
         "the rest are scored lexically on that call and embedded in the background.")
@@ -49,7 +53,9 @@ class EngineState:
         self.queries = QueryVectors(embedder, limits.query_memo, limits.call_path_sentences)
         self.corpora = CorpusCache(self.queries, limits.corpus_mb * MB, limits.call_path_sentences)
         self.catalogues = ToolCatalogues(embedder, limits.tool_catalogue_mb * MB, limits.tool_vectors)
+        self.steps = StepMemo(limits.step_memo)
 
     def forget_session(self, tenant: str, session_id: str) -> None:
         """Drop what is cached about a deleted session."""
         self.corpora.forget(tenant, session_id)
+        self.steps.forget(tenant, session_id)
