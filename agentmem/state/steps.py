@@ -6,9 +6,10 @@ calls, but a stage that rewrites it by relevance (prune) was asked again each ti
 query that now held the step's tool results, over a corpus that had grown: the older turns it
 kept differed from call to call, so the request's prefix changed from the first old turn on,
 and providers' prompt caches (OpenAI's automatic prefix cache, Anthropic's ``cache_control``)
-missed on every call of the step (the agent bench: the history before the step was identical
-on 0 of 20 second calls). Replaying the first call's outcome keeps the prefix byte-identical
-for the whole step, and the later calls skip the stage's work.
+missed on every call of the step (``agentmem bench agent-history --follow-up``: the history
+before the step went out identical on 0 of 80 second calls). Replaying the first call's
+outcome keeps the prefix byte-identical for the whole step, and the later calls skip the
+stage's work.
 
 The outcome is replayed only onto the same input: the same session and stage settings, the
 same history through the step's user message (its chain hash), and the same draft of it as
@@ -108,8 +109,8 @@ class StepReplay:
             return False
         if outcome.dropped:
             draft.drop_indices(set(outcome.dropped))
-        if outcome.replaced:
-            draft.replace_messages({i: m for i, (m, _) in outcome.replaced.items()},
+        if outcome.replaced:  # copies: whoever gets the outgoing messages may edit them
+            draft.replace_messages({i: dict(m) for i, (m, _) in outcome.replaced.items()},
                                    {i: t for i, (_, t) in outcome.replaced.items() if t is not None})
         run.decisions.extend(d.model_copy() for d in outcome.decisions)
         run.replayed = True
