@@ -132,6 +132,37 @@ def test_tool_choice_and_the_current_step_keep_their_tools(client, received, ses
     assert any("restaurant_table" in name for name in kept)
 
 
+def test_a_step_never_takes_back_a_tool_it_offered(client, received, session_id, policy_dir):
+    """The step's second call holds the weather tool's result, which speaks of the weather
+    only: decided anew, the selection narrows to it; with the step's memory (the default) the
+    tools the first call offered stay offered, so the list reaching the provider is the same."""
+    for name, stable in (("tools-step", "true"), ("tools-unstable", "false")):  # the default's rule
+        (policy_dir / f"{name}.yaml").write_text(
+            f"extends: default\nname: {name}\nstages: [tools]\n"
+            f"tools: {{memory: {{enabled: false}}, step_stable: {stable}}}\n")
+    question = {"role": "user", "content": "Will it rain in Oslo tomorrow? I need the weather "
+                                           "forecast, then a rental car."}
+    answer = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "w1", "type": "function", "function": {"name": "get_weather_forecast",
+                                                      "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "w1", "content": "Weather forecast for Oslo tomorrow: "
+                                                          "rain, 9 degrees, wind from the west."}]
+    offered = {}
+    for policy in ("tools-step", "tools-unstable"):
+        session = f"{session_id}-{policy}"
+        received.clear()
+        _call(client, session, policy, messages=[question], tools=TOOLS)
+        first = _sent_names(received)
+        received.clear()
+        _call(client, session, policy, messages=[question, *answer], tools=TOOLS)
+        offered[policy] = first, _sent_names(received)
+    first, second = offered["tools-step"]
+    assert "get_weather_forecast" in first and set(first) <= set(second)
+    assert second == first or len(second) > len(first)  # only ever added to
+    first, second = offered["tools-unstable"]
+    assert set(first) - set(second)  # decided anew: tools the first call offered are gone
+
+
 def test_none_choice_and_small_lists_are_left_alone(client, received, session_id, tools_policy):
     _call(client, session_id, tools_policy, messages=[WEATHER], tools=TOOLS, tool_choice="none")
     assert len(_sent_names(received)) == 100

@@ -37,11 +37,18 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from redis.exceptions import RedisError
 
-from agentmem.conversation import last_user_index, query_of, recent_start, user_indices
+from agentmem.conversation import (
+    agent_step_start,
+    last_user_index,
+    query_of,
+    recent_start,
+    user_indices,
+)
 from agentmem.lexical import terms
 from agentmem.messages import text_of
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
+from agentmem.state.steps import offered_in_step
 from agentmem.state.tool_model import TrainingSet
 from agentmem.state.tool_usage import (
     Evidence,
@@ -74,6 +81,12 @@ class ToolSettings(BaseModel):
         10, ge=1, description="Most tools kept; pinned tools are kept even beyond it.")
     min_tools: int = Field(3, ge=1, description="The best-scored tools always kept (never zero).")
     min_offered: int = Field(6, ge=1, description="Requests offering fewer tools are left alone.")
+    step_stable: bool = Field(
+        True, description="Within an agent step tools are only added: a tool offered on one of "
+        "the step's calls stays offered on its later calls (the model keeps what it may need "
+        "next, and the tools block, at the head of the prompt, stays the same for provider "
+        "prompt caches; agentmem/state/steps.py). May offer more than max_tools when a later "
+        "call adds some.")
     threshold: float | None = Field(
         None, description="Beyond min_tools, drop tools scoring below this (null: no floor).")
     margin: float | None = Field(
@@ -285,6 +298,9 @@ class ToolsStage(Stage):
             scores = scores + learned[0]
         pinned = np.fromiter((n in reasons or not n for n in names), dtype=bool, count=len(names))
         keep, floor = select(scores, pinned, settings, top=top, learned=learned is not None)
+        if settings.step_stable:
+            keep = np.asarray(offered_in_step(context, agent_step_start(history), names,
+                                              keep.tolist(), settings.model_dump_json()), bool)
         if offer is not None and offer.shown is None and not keep.all():
             offer.shown = keep.tolist()  # the model chooses among these only
         if not keep.all():

@@ -43,22 +43,33 @@ class StepOutcome:
     decisions: tuple[Decision, ...]
 
 
+@dataclass(frozen=True)
+class StepOffer:
+    """The tools offered so far in a step (by name)."""
+
+    key: str
+    names: frozenset[str]
+
+
+Slot = tuple[str, str, str]  # tenant, session id, stage
+
+
 class StepMemo:
-    """The latest step outcome per (tenant, session, stage), least recently used evicted."""
+    """The latest step's record per (tenant, session, stage), least recently used evicted."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, str, str], StepOutcome] = OrderedDict()
+        self._items: OrderedDict[Slot, StepOutcome | StepOffer] = OrderedDict()
 
-    def get(self, slot: tuple[str, str, str], key: str) -> StepOutcome | None:
+    def get(self, slot: Slot, key: str) -> StepOutcome | StepOffer | None:
         found = self._items.get(slot)
         if found is None or found.key != key:
             return None
         self._items.move_to_end(slot)
         return found
 
-    def put(self, slot: tuple[str, str, str], outcome: StepOutcome) -> None:
-        self._items[slot] = outcome
+    def put(self, slot: Slot, record: StepOutcome | StepOffer) -> None:
+        self._items[slot] = record
         self._items.move_to_end(slot)
         while len(self._items) > self.size:
             self._items.popitem(last=False)
@@ -84,28 +95,25 @@ class StepReplay:
         """The handle for this call, or None when there is no step to speak of (no session,
         no user message, or no chain hashes). ``settings``: what else the stage's outcome
         depends on (its settings, serialised)."""
-        if context.session is None or not 0 < step_start < len(context.chains):
+        slot = _slot(context, step_start)
+        if slot is None:
             return None
         entry = {m.index: m.message for m in draft.messages if m.index < step_start}
-        digest = hashlib.blake2b(digest_size=16)
         history = context.history
-        for part in (context.policy.name, context.model, settings, context.chains[step_start],
-                     ",".join(map(str, entry))):
-            digest.update(str(part).encode() + b"\0")
+        parts = [settings, ",".join(map(str, entry))]
         for index, message in entry.items():  # rewritten by an earlier stage (quarantine)
             if message is not history[index]:
-                digest.update(f"{index}:".encode() + json.dumps(
-                    message, sort_keys=True, default=str).encode() + b"\0")
+                parts.append(f"{index}:" + json.dumps(message, sort_keys=True, default=str))
         withheld = sorted((index, sorted(spans)) for index, spans
                           in context.channels.excluded_spans.items() if index < step_start)
-        digest.update(json.dumps(withheld).encode())
-        slot = (context.session.tenant, context.session.session_id, context.run.stage)
-        return cls(context.state.steps, slot, digest.hexdigest(), step_start, entry)
+        parts.append(json.dumps(withheld))
+        return cls(context.state.steps, slot, _step_key(context, step_start, parts), step_start,
+                   entry)
 
     def replay(self, draft: Draft, run: StageRun) -> bool:
         """Apply the recorded outcome of this step, if there is one for this very input."""
         outcome = self.memo.get(self.slot, self.key)
-        if outcome is None:
+        if not isinstance(outcome, StepOutcome):
             return False
         if outcome.dropped:
             draft.drop_indices(set(outcome.dropped))
@@ -123,3 +131,42 @@ class StepReplay:
                     if held.message is not self.entry.get(index)}
         dropped = array("q", sorted(set(self.entry) - set(kept)))
         self.memo.put(self.slot, StepOutcome(self.key, dropped, replaced, tuple(run.decisions)))
+
+
+def offered_in_step(context: StageContext, step_start: int, names: list[str], keep: list[bool],
+                    settings: str) -> list[bool]:
+    """``keep`` plus every tool this step offered before (the tools stage's step memory).
+
+    A step's later calls hold its tool results in the query, which now speaks of the tool
+    just called, and the selection narrowed (MetaTool, a step's second call: 57 of 60 dropped
+    a tool the first call offered): mid-step the model lost tools it may need next, and the
+    tools block, at the head of the prompt, changed, so a provider's prompt cache missed from
+    the first token. So within a step tools are only added: a tool offered once stays
+    offered, and a call that adds nothing sends the same list. ``settings``: the stage's
+    settings, serialised (the memory holds for the same ones and the same offered list)."""
+    slot = _slot(context, step_start)
+    if slot is None:
+        return keep
+    key = _step_key(context, step_start, [settings, "\0".join(names)])
+    before = context.state.steps.get(slot, key)
+    if isinstance(before, StepOffer):
+        keep = [k or name in before.names for name, k in zip(names, keep)]
+    context.state.steps.put(slot, StepOffer(key, frozenset(n for n, k in zip(names, keep) if k)))
+    return keep
+
+
+def _slot(context: StageContext, step_start: int) -> Slot | None:
+    """Where a stage's step record lives, or None when there is no step to speak of (no
+    session, no user message, or no chain hashes)."""
+    if context.session is None or not 0 <= step_start < len(context.chains):
+        return None
+    return context.session.tenant, context.session.session_id, context.run.stage
+
+
+def _step_key(context: StageContext, step_start: int, parts: list[str]) -> str:
+    """What a step record holds for: the policy, the model, the history through the step's
+    user message (its chain hash), and the stage's own ``parts``."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (context.policy.name, context.model, context.chains[step_start], *parts):
+        digest.update(str(part).encode() + b"\0")
+    return digest.hexdigest()
