@@ -1,4 +1,8 @@
-"""What a stage decided on an agent step's first call, replayed on the step's later calls.
+"""What the stages decided earlier in an agent step, kept for the step's later calls.
+
+Two records per session: the prune stage's outcome on the step's first call, replayed
+(``StepReplay``), and the tools the step has offered so far, which its later calls only add to
+(``offered_in_step``). Both keep the head of the request the same from call to call.
 
 An agent step is one user message and the calls the agent makes while it works on it, each
 adding its tool calls and results. Everything before the step is the same on each of those
