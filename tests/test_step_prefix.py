@@ -4,18 +4,9 @@ prompt cache needs), while the prune stage still prunes it."""
 
 from __future__ import annotations
 
-OLDER = [
-    {"role": "system", "content": "You are a helpful shopping assistant."},
-    {"role": "user", "content": "Hi! My order number is 5512 and it should ship to Lyon. "
-                                "I ordered a blue kettle."},
-    {"role": "assistant", "content": "Thanks, I have noted order 5512 for delivery to Lyon. "
-                                     "The blue kettle is in stock."},
-    {"role": "user", "content": "Can you recommend a pasta recipe? Something quick for dinner."},
-    {"role": "assistant", "content": "Try spaghetti aglio e olio. Cook the pasta, fry garlic in "
-                                     "olive oil, add chili flakes and parsley. It takes fifteen minutes."},
-    {"role": "user", "content": "Who won the football match yesterday?"},
-    {"role": "assistant", "content": "I do not have live sports results."},
-]
+from tests.conversations import SHOPPING_HISTORY
+
+OLDER = SHOPPING_HISTORY[:-1]  # all but its closing question
 TOOLS = [{"type": "function", "function": {"name": "recipes", "description": "Find recipes.",
                                            "parameters": {"type": "object", "properties": {}}}}]
 
