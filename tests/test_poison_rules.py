@@ -17,6 +17,8 @@ from agentmem.lexical import terms
 from agentmem.messages import text_of
 from agentmem.quarantine.poison import (
     Clause,
+    _components,
+    _shared_counts,
     _Unit,
     claim_chains,
     detail_terms,
@@ -576,3 +578,32 @@ def test_a_product_listing_is_no_recurring_claim(encode):
     details."""
     for as_json in (True, False):
         assert flagged(_shopping(as_json), encode) == {}
+
+
+def test_the_pair_tables_match_a_pairwise_reading():
+    """Grouping and chaining read pairs from who holds each word, and components by labels,
+    not from n x n products and a union-find loop: the same pairs, counts and components as
+    reading every pair (random sets and graphs, empty ones included)."""
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(30)]
+    for _ in range(200):
+        n = int(rng.integers(0, 25))
+        sets = [set(rng.choice(words, size=int(rng.integers(0, 6)), replace=False).tolist())
+                for _ in range(n)]
+        pairs, counts = _shared_counts(sets)
+        expected = {(i, j): len(sets[i] & sets[j]) for i in range(n) for j in range(i + 1, n)
+                    if sets[i] & sets[j]}
+        assert dict(zip(map(tuple, pairs.tolist()), counts.tolist())) == expected
+        edges = np.asarray(list(expected), dtype=np.int64).reshape(-1, 2)
+        reach = np.eye(n, dtype=bool)
+        for i, j in edges.tolist():
+            reach[i, j] = reach[j, i] = True
+        for _ in range(n):  # transitive closure
+            reach = (reach.astype(np.int32) @ reach.astype(np.int32)) > 0
+        components = _components(n, edges)
+        assert sorted(i for c in components for i in c) == list(range(n))
+        assert [c[0] for c in components] == sorted(c[0] for c in components)
+        for component in components:
+            assert component == sorted(component)
+            assert reach[np.ix_(component, component)].all()
+            assert reach[component[0]].sum() == len(component)

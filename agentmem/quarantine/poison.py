@@ -670,9 +670,12 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     total_turns = len({int(p) for p in statements.position})
     found: list[tuple[list[int], set[str], set[str], set[str]]] = []
     taken: set[int] = set()
-    similarity = np.full((len(clauses), len(clauses)), -1.0, dtype=np.float32)
-    similarity[np.ix_(open_, open_)] = vectors[open_] @ vectors[open_].T
-    for group in group_clauses([clauses[k] for k in open_], similarity[np.ix_(open_, open_)],
+    # Every clause's row, though only the open ones are read: one product, where filling the
+    # open block of a full matrix cost a copy of it (~30 ms at 2,000 clauses); usually (a
+    # session with few trusted sources) almost every clause is open.
+    similarity = vectors @ vectors.T
+    for group in group_clauses([clauses[k] for k in open_],
+                               similarity if len(open_) == len(clauses) else similarity[np.ix_(open_, open_)],
                                settings, frequency, total_turns):
         pause_point()
         members = [open_[i] for i in group]
@@ -1082,25 +1085,24 @@ def claim_chains(members: list[int], gaps: dict[int, frozenset[str]], anchors: s
     m = len(members)
     if m < 2:
         return []
+    # Pairs as lists, not m x m matrices (a chatty window's group holds ~2,000 clauses): the
+    # pairs sharing an anchor, and the close ones that may be paraphrases, checked each.
     similarity = similarity[np.ix_(members, members)]
     positions = np.asarray([clauses[k].position for k in members])
     para = max(PARAPHRASE_SIMILARITY, settings.recurrence_similarity)
-    anchored = _incidence([gaps[k] & anchors for k in members])
-    shares_anchor = (anchored @ anchored.T) >= 1
-    amounts = _incidence([{d for d in clauses[k].entities if d[:1] == "#"} for k in members])
-    has_amount = amounts.sum(axis=1) > 0
-    same_values = ~(has_amount[:, None] & has_amount[None, :]) | ((amounts @ amounts.T) >= 1)
-    gapped = _incidence([gaps[k] for k in members])
-    shares_gap = (gapped @ gapped.T) >= 1
-    paraphrase = (similarity >= para) & same_values & (shares_gap | (similarity >= CLOSE_PARAPHRASE))
-    linked = (shares_anchor & (similarity >= LINK_SIMILARITY)) | paraphrase
-    linked &= positions[:, None] != positions[None, :]
-    pairs = np.argwhere(np.triu(linked, k=1))
-    if not len(pairs):
-        return []
-    touched = set(pairs.ravel().tolist())
+    by_anchor, _ = _shared_counts([gaps[k] & anchors for k in members])
+    by_anchor = by_anchor[similarity[by_anchor[:, 0], by_anchor[:, 1]] >= LINK_SIMILARITY]
+    close = np.argwhere(np.triu(similarity >= para, k=1))
+    left, right = close[:, 0], close[:, 1]
+    amounts = [{d for d in clauses[k].entities if d[:1] == "#"} for k in members]
+    has_amount = np.asarray([bool(a) for a in amounts], dtype=bool)
+    same_values = ~(has_amount[left] & has_amount[right]) | _among(close, _shared_counts(amounts)[0], m)
+    shares_gap = _among(close, _shared_counts([gaps[k] for k in members])[0], m)
+    paraphrase = close[same_values & (shares_gap | (similarity[left, right] >= CLOSE_PARAPHRASE))]
+    pairs = np.concatenate((by_anchor, paraphrase))
+    pairs = pairs[positions[pairs[:, 0]] != positions[pairs[:, 1]]]
     return [[members[i] for i in component] for component in _components(m, pairs)
-            if component[0] in touched]
+            if len(component) > 1]
 
 
 def _other_amounts(clause: Clause, gap: frozenset[str], amounts: set[str]) -> bool:
@@ -1162,33 +1164,27 @@ def _specific(word: str, frequency: dict[str, int], total_turns: int) -> bool:
 
 
 def _components(n: int, pairs: np.ndarray) -> list[list[int]]:
-    """Connected components of n nodes under the given (i, j) pairs, in node order."""
-    parent = list(range(n))
+    """Connected components of n nodes under the given (i, j) pairs, in node order.
 
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, j in pairs.tolist():
-        a, b = root(i), root(j)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(root(i), []).append(i)
-    return list(groups.values())
-
-
-def _incidence(sets: list[set[str]] | list[frozenset[str]]) -> np.ndarray:
-    """Rows: the sets; columns: their elements; 1 where a set holds the element."""
-    vocabulary = {w: i for i, w in enumerate(sorted(set().union(*sets)))} if sets else {}
-    matrix = np.zeros((len(sets), max(1, len(vocabulary))), dtype=np.float32)
-    for row, words in enumerate(sets):
-        for word in words:
-            matrix[row, vocabulary[word]] = 1.0
-    return matrix
+    Vectorised (each node takes the least label of its neighbours, then of its label, until
+    nothing changes): a chatty session's candidate group links ~2,000 clauses by hundreds of
+    thousands of pairs, which a union-find loop in Python walked for ~20 ms a reply."""
+    labels = np.arange(n)
+    if len(pairs):
+        left, right = pairs[:, 0], pairs[:, 1]
+        while True:
+            pause_point()
+            least = np.minimum(labels[left], labels[right])
+            merged = labels.copy()
+            np.minimum.at(merged, left, least)
+            np.minimum.at(merged, right, least)
+            merged = merged[merged]  # a label is a node of the same component: jump through it
+            if np.array_equal(merged, labels):
+                break
+            labels = merged
+    order = np.argsort(labels, kind="stable")  # by component (its least node), nodes ascending
+    cuts = np.flatnonzero(np.diff(labels[order])) + 1
+    return [part.tolist() for part in np.split(order, cuts)] if n else []
 
 
 def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
@@ -1201,19 +1197,51 @@ def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
         return []
     positions = np.asarray([c.position for c in clauses])
     bar = settings.recurrence_similarity
-    holders: dict[str, list[int]] = {}
-    for i, clause in enumerate(clauses):
+    specific: dict[str, bool] = {}
+    for clause in clauses:
         for word in clause.details:
-            if _specific(word, frequency, total_turns):
-                holders.setdefault(word, []).append(i)
-    shared = np.zeros((n, n), dtype=np.int16)  # specific words two clauses share
-    for members in holders.values():
-        if len(members) > 1:
-            index = np.asarray(members)
-            shared[np.ix_(index, index)] += 1
-    linked = (similarity >= bar) | ((shared >= 1) & (similarity >= bar / 2)) | (shared >= 2)
-    linked &= positions[:, None] != positions[None, :]
-    return _components(n, np.argwhere(np.triu(linked, k=1)))
+            if word not in specific:
+                specific[word] = _specific(word, frequency, total_turns)
+    # The pairs as lists, not n x n matrices: a chatty session's window has ~2,000 clauses,
+    # and counting shared words into a matrix cost more than the rest of the grouping.
+    same_meaning = np.argwhere(np.triu(similarity >= bar, k=1))
+    word_pairs, shared = _shared_counts([{w for w in c.details if specific[w]} for c in clauses])
+    related = (shared >= 2) | (similarity[word_pairs[:, 0], word_pairs[:, 1]] >= bar / 2)
+    pairs = np.concatenate((same_meaning, word_pairs[related]))
+    pairs = pairs[positions[pairs[:, 0]] != positions[pairs[:, 1]]]
+    return _components(n, pairs)
+
+
+def _shared_counts(sets: list[set[str]] | list[frozenset[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (i, j), i < j, of the sets that share an element, and how many they share.
+    From who holds each element: the sets are sparse, so a few thousand pairs come from a
+    few hundred elements, where an incidence-matrix product cost ~100 ms for 2,000 sets."""
+    n = len(sets)
+    ids: dict[str, int] = {}
+    items: list[int] = []
+    elements: list[int] = []
+    for i, held in enumerate(sets):
+        for name in held:
+            items.append(i)
+            elements.append(ids.setdefault(name, len(ids)))
+    order = np.argsort(np.asarray(elements, dtype=np.int64), kind="stable")  # items ascend within
+    item = np.asarray(items, dtype=np.int64)[order]
+    element = np.asarray(elements, dtype=np.int64)[order]
+    # each entry pairs with the entries after it that hold the same element
+    end = np.searchsorted(element, element, side="right")
+    later = end - np.arange(len(element)) - 1
+    total = int(later.sum())
+    if not total:
+        return np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    first = np.repeat(np.arange(len(element)), later)
+    second = np.arange(total) - np.repeat(np.cumsum(later) - later, later) + first + 1
+    unique, counts = np.unique(item[first] * n + item[second], return_counts=True)
+    return np.stack((unique // n, unique % n), axis=1), counts
+
+
+def _among(pairs: np.ndarray, found: np.ndarray, n: int) -> np.ndarray:
+    """Per pair (i < j, of n items), whether it is one of ``found``."""
+    return np.isin(pairs[:, 0] * n + pairs[:, 1], found[:, 0] * n + found[:, 1])
 
 
 _TOKEN = re.compile(r"[\w$€£][\w.,:'’-]*\w|\w")
