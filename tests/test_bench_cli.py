@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _agentmem(*args, timeout=300):
@@ -94,3 +96,20 @@ def test_load_bench_reports_each_worker_count_and_level(tmp_path):
         assert served["ok"] == 6 and served["errors"] == {} and served["calls_per_s"] > 0
         assert served["p99_ms"] >= served["p50_ms"] > 0
     assert result["workers_1"]["peak_rss_mb"] > 100
+
+
+def test_a_bench_run_leaves_no_redis_folder_behind(tmp_path):
+    """Each bench replays its sessions on an embedded Redis of its own, in a temporary folder
+    that goes when the run ends (it used to stay: tens of MB a run)."""
+    data = tmp_path / "poison.jsonl"
+    peers = (Path(__file__).resolve().parents[1] / "agentmem" / "bench" / "data"
+             / "poison_agentmem_peers.jsonl")
+    data.write_text(peers.read_text().splitlines()[0] + "\n")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    run = subprocess.run([sys.executable, "-m", "agentmem", "bench", "poison", "--data", str(data),
+                          "--json", str(tmp_path / "poison.json")], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "TMPDIR": str(scratch)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads((tmp_path / "poison.json").read_text())["n"] == 1
+    assert not [p.name for p in scratch.iterdir() if p.name.startswith("agentmem-poison-")]

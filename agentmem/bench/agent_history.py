@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -35,6 +34,7 @@ import numpy as np
 
 from agentmem.bench.history import Tally, embedding_topk_rows
 from agentmem.bench.results import percentile
+from agentmem.bench.scratch import scratch_hygiene
 from agentmem.ingest import message_tokens
 from agentmem.messages import text_of
 from agentmem.structured import message_units, parses_as_json
@@ -175,12 +175,8 @@ def _prefix(result: Any, before: int) -> list[dict[str, Any]]:
 async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ...],
                result_format: ResultFormat = "prose", follow_up: bool = False,
                results: int = 3) -> dict[str, Any]:
-    from agentmem.api import Hygiene
-    from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
 
-    hygiene = Hygiene(policy, settings=Settings(
-        data_dir=tempfile.mkdtemp(prefix="agentmem-agent-history-")))
     embedder = default_embedder()
     tallies = [Tally(name) for name in (policy, *compare)]
     sentence_hits = {tally.policy: [0, 0, 0] for tally in tallies}  # ours, embedding, total
@@ -189,7 +185,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
     # the step's second call: (prefix identical, prefix token share, latency ms) per question
     second: dict[str, list[tuple[bool, float, float]]] = {tally.policy: [] for tally in tallies}
     questions = 0
-    try:
+    async with scratch_hygiene(policy, "agent-history") as hygiene:
         for number, session in enumerate(sessions):
             messages = session.messages
             name = f"agent-{number}"
@@ -257,9 +253,6 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                         total = sum(message_tokens(m) for m in later_prefix)
                         second[tally.policy].append(
                             (first_prefix == later_prefix, common / total if total else 1.0, took))
-    finally:
-        await hygiene.aclose()
-        hygiene.connector.close()
 
     def result_of(tally: Tally) -> dict[str, Any]:
         ours, embedded, total = sentence_hits[tally.policy]

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import tempfile
 import time
 from typing import Any
 
 import numpy as np
 
 from agentmem.bench.results import percentile
+from agentmem.bench.scratch import scratch_hygiene
 from agentmem.ingest import message_tokens
 from agentmem.messages import text_of
 from agentmem.text import count_tokens, split_sentences
@@ -116,15 +116,12 @@ class Tally:
 async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = True,
                compare: tuple[str, ...] = (), captions: bool = True, names: bool = True
                ) -> dict[str, Any]:
-    from agentmem.api import Hygiene
-    from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
 
-    hygiene = Hygiene(policy, settings=Settings(data_dir=tempfile.mkdtemp(prefix="agentmem-history-")))
     embedder = default_embedder()
     tallies = [Tally(name) for name in (policy, *compare)]
     questions = 0
-    try:
+    async with scratch_hygiene(policy, "history") as hygiene:
         for number, sample in enumerate(samples):
             if limit is not None and questions >= limit:
                 break
@@ -170,9 +167,6 @@ async def _run(samples, policy: str, limit: int | None, scaling_wanted: bool = T
                         tally.recency_hits += index in recent
                         tally.embed_hits += index in chosen
         scaling = await _latency_vs_length(hygiene, samples) if scaling_wanted else {}
-    finally:
-        await hygiene.aclose()
-        hygiene.connector.close()
     out = {"latency_vs_turns": scaling, **tallies[0].result(questions)}
     if compare:
         out["compare"] = {tally.policy: tally.result(questions) for tally in tallies[1:]}

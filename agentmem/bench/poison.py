@@ -10,10 +10,10 @@ message is the claim is decided by MiniLM similarity to the claim's text.
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import uuid
 from typing import Any
 
+from agentmem.bench.scratch import scratch_hygiene
 from agentmem.messages import text_of
 from agentmem.text import split_sentences
 
@@ -22,20 +22,17 @@ BENCH_POLICY = {"name": "bench-poison", "stages": ["quarantine"],
 
 
 async def _run(records, policy) -> dict[str, Any]:
-    from agentmem.api import Hygiene
-    from agentmem.config import Settings
     from agentmem.models.embedder import default_embedder
     from agentmem.policy import load_policy, policy_from_dict
     from agentmem.quarantine.records import QuarantineStore
     from agentmem.store import SessionHandle
 
     chosen = policy_from_dict(BENCH_POLICY) if policy in (None, "default") else load_policy(policy)
-    hygiene = Hygiene(chosen, settings=Settings(data_dir=tempfile.mkdtemp(prefix="agentmem-poison-")))
     embedder = default_embedder()
     caught = {"poisoned": 0, "confirmed": 0}
     totals = {"poisoned": 0, "confirmed": 0}
     details = []
-    try:
+    async with scratch_hygiene(chosen, "poison") as hygiene:
         for record in records:
             session = f"poison-{uuid.uuid4().hex[:12]}"
             messages = record.messages
@@ -61,9 +58,6 @@ async def _run(records, policy) -> dict[str, Any]:
                 details.append({"record": record.id, "status": claim.status, "caught": hit,
                                 "flagged": sorted(flagged & set(claim.occurrences)),
                                 "reached": reached, "claim": claim.text})
-    finally:
-        await hygiene.aclose()
-        hygiene.connector.close()
     return {
         "n": len(records),
         "poisoned_recall": caught["poisoned"] / totals["poisoned"] if totals["poisoned"] else 0.0,

@@ -24,7 +24,6 @@ scores) is reported for both.
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -32,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agentmem.bench.formats import ToolsRecord, read_jsonl
 from agentmem.bench.results import percentile
+from agentmem.bench.scratch import scratch_hygiene
 from agentmem.errors import InvalidRequest
 from agentmem.ingest import tools_tokens
 from agentmem.lexical import terms
@@ -145,18 +145,15 @@ async def _run(records, policy_name: str, traffic=None) -> dict[str, Any]:
 async def _measure(records, policy: Policy, traffic=None) -> dict[str, Any]:
     """One fresh engine (its own embedded Redis): warm its usage memory when traffic is given,
     then run every record through the pipeline with learning frozen."""
-    from agentmem.api import Hygiene
-    from agentmem.config import Settings
 
     memory = policy.tools.memory.model_copy(update={"learn": False})
     policy = policy.model_copy(update={"tools": policy.tools.model_copy(update={"memory": memory})})
-    hygiene = Hygiene(policy, settings=Settings(data_dir=tempfile.mkdtemp(prefix="agentmem-tools-")))
     stage = _Tally()
     tallies = {name: _Tally() for name in ("keep_all", "embedding_only", "bm25_only")}
     cold, warm, hygiene_ms = [], [], []
     invalid = 0
     warm_up = None
-    try:
+    async with scratch_hygiene(policy, "tools") as hygiene:
         if traffic is not None:
             warm_up = await warm_memory(hygiene, traffic, records)
             warm_up["tool_lists_primed"] = await train_models(hygiene, records)
@@ -182,9 +179,6 @@ async def _measure(records, policy: Policy, traffic=None) -> dict[str, Any]:
             except InvalidRequest:
                 continue
             warm.append(_stage_ms(result.report))
-    finally:
-        await hygiene.aclose()
-        hygiene.connector.close()
     offered = [r[0] for r in stage.rows]
     out = {
         **stage.summary(),

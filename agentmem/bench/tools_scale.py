@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from agentmem.bench.scratch import scratch_hygiene
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tools"
 
@@ -43,9 +44,7 @@ def tool_list(count: int, data: Path) -> list[dict[str, Any]]:
 
 
 async def measure(count: int, examples: int, calls: int, policy: str, data: Path) -> dict[str, Any]:
-    from agentmem.api import Hygiene
     from agentmem.bench.results import percentile
-    from agentmem.config import Settings
     from agentmem.policy import load_policy
     from agentmem.tools_memory import ToolExample, add_tool_examples
 
@@ -56,8 +55,7 @@ async def measure(count: int, examples: int, calls: int, policy: str, data: Path
     tools = tool_list(count, data)
     queries = [json.loads(line)["query"] for line in
                (data / "metatool_dev_queries.jsonl").read_text().splitlines()]
-    hygiene = Hygiene(loaded, settings=Settings(data_dir=tempfile.mkdtemp(prefix="agentmem-scale-")))
-    try:
+    async with scratch_hygiene(loaded, "scale") as hygiene:
         labelled = [ToolExample(query=f"{queries[(i * examples + j) % len(queries)]} ({j})",
                                 tool=tool["function"]["name"])
                     for i, tool in enumerate(tools) for j in range(examples)]
@@ -74,9 +72,6 @@ async def measure(count: int, examples: int, calls: int, policy: str, data: Path
             run = next(r for r in result.report.stages if r.stage == "tools")
             latencies.append(run.latency_ms)
             modelled += any((d.detail or {}).get("model") for d in run.decisions)
-    finally:
-        await hygiene.aclose()
-        hygiene.connector.close()
     return {"tools": count, "examples_per_tool": examples, "calls": len(latencies),
             "calls_with_model": modelled, "latency_ms_p50": percentile(latencies, 0.5),
             "latency_ms_p95": percentile(latencies, 0.95), "policy": loaded.name}
