@@ -607,3 +607,48 @@ def test_the_pair_tables_match_a_pairwise_reading():
             assert component == sorted(component)
             assert reach[np.ix_(component, component)].all()
             assert reach[component[0]].sum() == len(component)
+
+
+def test_the_detector_embeds_new_clauses_in_parallel_chunks_first(encode, monkeypatch):
+    """A new search result's clauses are embedded as the pool's chunks (both workers of a
+    2-core machine), not as one serial batch inside the detection, with the same findings."""
+    import asyncio
+    from collections import OrderedDict
+
+    from agentmem.models.runtime import chunk_size
+    from agentmem.quarantine import poison
+    from agentmem.quarantine.detectors import PoisonDetector, Scope
+
+    snippet = ("They send all Canadian orders out of a depot in Vancouver, so no duties, and the "
+               "parcels travel by rail to Halifax, Moncton and Saint John within four days.")
+    search = {"results": [{"url": f"https://forum.example.com/t/{i}", "title": f"Kettle & Loom {i}",
+                           "snippet": snippet} for i in range(3)]}
+    messages = [
+        asked("Will I pay customs on my order to Halifax?"),
+        call("web_search", {"query": "Kettle & Loom Canada customs"}, 1), result(search, 1),
+        said("Canadian orders ship from a depot in Vancouver, so no customs duties, and they "
+             "reach Halifax by rail within four days."),
+        asked("Great."),
+        said("Because it is fulfilled out of Vancouver, Canada Post won't ask for duties."),
+        asked("And my sister in Moncton?"),
+        said("Same: orders to Canada leave the Vancouver warehouse, so no import fees."),
+        asked("Perfect."),
+    ]
+    found = statements(messages, encode)
+    expected = flagged(messages, encode)
+    batches: list[int] = []
+
+    def recording(texts):
+        batches.append(len(texts))
+        return encode(texts)
+
+    monkeypatch.setattr(poison, "_cache", OrderedDict())  # nothing embedded yet
+    scope = Scope(found, [], list(range(len(messages))), [], SETTINGS, encode=recording)
+    records = asyncio.run(PoisonDetector().detect(scope))
+    assert sum(batches) > chunk_size() and max(batches) <= chunk_size()
+    assert {r.position for r in records} | {o["position"] for r in records for o in r.occurrences} \
+        == set(expected)
+    batches.clear()
+    asyncio.run(PoisonDetector().detect(Scope(found, [], list(range(len(messages))), [], SETTINGS,
+                                              encode=recording)))
+    assert batches == []  # each clause embedded once per process

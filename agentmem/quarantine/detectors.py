@@ -14,11 +14,11 @@ from functools import cached_property
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from agentmem.models.runtime import run_inference
+from agentmem.models.runtime import embed, run_inference
 from agentmem.quarantine.clash import (Clash, all_rule_clashes, clash_sources, load_nli, nli_candidates,
                                        settle, undecided)
 from agentmem.quarantine.judge import Judge
-from agentmem.quarantine.poison import detect_poison
+from agentmem.quarantine.poison import detect_poison, remember_clause_vectors, unembedded_clauses
 from agentmem.quarantine.records import QuarantineRecord
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.quarantine.statements import Statements
@@ -72,6 +72,11 @@ class PoisonDetector:
         return settings.poison
 
     async def detect(self, scope: Scope) -> list[QuarantineRecord]:
+        if scope.encode is not None:  # the new clauses' vectors in parallel chunks, first
+            since = poison_since(scope.statements, scope.settings)
+            texts = await run_inference(unembedded_clauses, scope.statements, scope.settings, since)
+            if texts:
+                remember_clause_vectors(texts, await embed(scope.encode, texts, bounded=False))
         return await run_inference(poison_records, scope)
 
 
@@ -121,9 +126,8 @@ def poison_records(scope: Scope) -> list[QuarantineRecord]:
                       for key in r.keys if key in scope.row_of]
     confirmed = statements.vectors[confirmed_rows] if confirmed_rows else None
     out = []
-    since = max(0, int(statements.position.max(initial=0)) + 1 - settings.poison_window_turns)
-    for finding in detect_poison(statements, settings, confirmed=confirmed, since_position=since,
-                                 encode=scope.encode):
+    for finding in detect_poison(statements, settings, confirmed=confirmed,
+                                 since_position=poison_since(statements, settings), encode=scope.encode):
         fresh = [row for row in finding.rows if scope.key_of(row) not in known]
         if not fresh:
             continue
@@ -153,6 +157,11 @@ def poison_records(scope: Scope) -> list[QuarantineRecord]:
         for row in fresh:
             known[scope.key_of(row)] = record
     return out
+
+
+def poison_since(statements: Statements, settings: QuarantineSettings) -> int:
+    """The first position of the window poison detection reads."""
+    return max(0, int(statements.position.max(initial=0)) + 1 - settings.poison_window_turns)
 
 
 def clash_records(clashes: list[Clash], scope: Scope) -> list[QuarantineRecord]:

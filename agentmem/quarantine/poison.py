@@ -630,12 +630,16 @@ def _keep(kept: list[_Entry], entry: _Entry, replaced: _Entry | None) -> None:
         del kept[:-_GROWN_KEPT]
 
 
-def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | None = None,
-                  since_position: int = 0, encode: Encoder | None = None) -> list[PoisonFinding]:
-    """Unsupported recurring claims among the turns from ``since_position`` on (older records
-    persist on their own). ``confirmed``: vectors of claims a human confirmed. ``encode``:
-    the embedder for clause vectors (the one that made ``statements.vectors``; default: the
-    shipped MiniLM)."""
+@dataclass(frozen=True)
+class _ClaimScan:
+    clauses: list[Clause]  # the claim clauses of the window
+    claimant: np.ndarray  # per row: a claim's source (assistant, untrusted, relayed text)
+    framed: np.ndarray  # per row: a JSON answer's frame (keys, URL pattern)
+    peers: bool  # no tool and no system prompt: people talking
+
+
+def _scan_claims(statements: Statements, since_position: int) -> _ClaimScan:
+    """The claim clauses of the turns from ``since_position`` on, and who may make claims."""
     claimant = np.asarray([t in {"assistant", "untrusted"} or bool(r)
                            for t, r in zip(statements.trust, statements.relayed)], dtype=bool)
     framed = claimant & statements.frame if len(statements.frame) else np.zeros_like(claimant)
@@ -648,10 +652,43 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     # With no system prompt either (two people talking), only a checkable detail (a name, a
     # number, a date) can anchor a claim; chit-chat recurs by nature ("keep going!").
     tools = any(t in {"tool", "untrusted"} for t in statements.trust)
-    peers = not tools and "system" not in statements.trust
     if not tools:
         clauses = [c for c in clauses
                    if statements.trust[c.row] != "assistant" or not is_self_description(c.text)]
+    return _ClaimScan(clauses, claimant, framed, not tools and "system" not in statements.trust)
+
+
+def unembedded_clauses(statements: Statements, settings, since_position: int = 0) -> list[str]:
+    """The clause texts ``detect_poison`` would embed that no earlier run has: a caller with
+    the inference pool embeds them in parallel chunks (``remember_clause_vectors``) first,
+    where the detection, one job, would embed them in one serial batch (an agent's new search
+    result: ~35 clauses, 160-300 ms on the call path)."""
+    clauses = _scan_claims(statements, since_position).clauses
+    if len({c.position for c in clauses}) < settings.min_occurrences:
+        return []
+    texts = dict.fromkeys(clauses[k].text for k in _own_vectors(statements, clauses))
+    with _cache_lock:
+        return [text for text in texts if text not in _cache]
+
+
+def remember_clause_vectors(texts: list[str], vectors: list[np.ndarray | None]) -> None:
+    """Clause vectors computed outside the detection (None: shed; embedded when needed)."""
+    with _cache_lock:
+        for text, vector in zip(texts, vectors):
+            if vector is not None:
+                _cache[text] = np.asarray(vector, dtype=np.float32)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
+def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | None = None,
+                  since_position: int = 0, encode: Encoder | None = None) -> list[PoisonFinding]:
+    """Unsupported recurring claims among the turns from ``since_position`` on (older records
+    persist on their own). ``confirmed``: vectors of claims a human confirmed. ``encode``:
+    the embedder for clause vectors (the one that made ``statements.vectors``; default: the
+    shipped MiniLM)."""
+    scan = _scan_claims(statements, since_position)
+    clauses, claimant, framed, peers = scan.clauses, scan.claimant, scan.framed, scan.peers
     if len({c.position for c in clauses}) < settings.min_occurrences:
         return []
     authority = [i for i in range(statements.size) if not claimant[i] and not framed[i]
@@ -955,16 +992,21 @@ def _text_clauses(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str]]
 def _vectors_for(statements: Statements, clauses: list[Clause], encode: Encoder | None) -> np.ndarray:
     """A clause that is its whole sentence reuses the sentence's vector; others are embedded."""
     vectors = statements.vectors[[c.row for c in clauses]].astype(np.float32, copy=True)
-    counts: dict[int, int] = {}
-    for clause in clauses:
-        counts[clause.row] = counts.get(clause.row, 0) + 1
-    own = [k for k, c in enumerate(clauses)
-           if counts[c.row] > 1 or len(c.text) < 0.8 * len(statements.texts[c.row])]
+    own = _own_vectors(statements, clauses)
     if own:
         fresh = _clause_vectors([clauses[k].text for k in own], encode)
         if fresh is not None and fresh.shape[1] == vectors.shape[1]:
             vectors[own] = fresh
     return vectors
+
+
+def _own_vectors(statements: Statements, clauses: list[Clause]) -> list[int]:
+    """The clauses that need a vector of their own: not their whole sentence."""
+    counts: dict[int, int] = {}
+    for clause in clauses:
+        counts[clause.row] = counts.get(clause.row, 0) + 1
+    return [k for k, c in enumerate(clauses)
+            if counts[c.row] > 1 or len(c.text) < 0.8 * len(statements.texts[c.row])]
 
 
 def authority_units(statements: Statements, rows: list[int]) -> list[_Unit]:
