@@ -163,6 +163,22 @@ def test_a_step_never_takes_back_a_tool_it_offered(client, received, session_id,
     assert set(first) - set(second)  # decided anew: tools the first call offered are gone
 
 
+def test_the_tools_bench_measures_a_steps_second_call(tmp_path):
+    """``agentmem bench tools --follow-up``: each record's step gets the call that follows the
+    model's tool call, and the bench tells whether it offered the first call's tools."""
+    from agentmem.bench.formats import ToolsRecord
+    from agentmem.bench.tools import run_tools
+
+    record = ToolsRecord(id="oslo", query="Will it rain in Oslo tomorrow? I need the weather "
+                         "forecast, then a rental car.", tools=TOOLS, gold=["get_weather_forecast"])
+    unstable = tmp_path / "unstable.yaml"
+    unstable.write_text("extends: default\nname: unstable\ntools: {step_stable: false}\n")
+    step = run_tools([record], policy="default", follow_up=True)["follow_up"]
+    anew = run_tools([record], policy=str(unstable), follow_up=True)["follow_up"]
+    assert step["n"] == anew["n"] == 1 and step["gold_recall"] == 1.0
+    assert step["dropped_a_tool"] == 0.0 and anew["dropped_a_tool"] == 1.0
+
+
 def test_none_choice_and_small_lists_are_left_alone(client, received, session_id, tools_policy):
     _call(client, session_id, tools_policy, messages=[WEATHER], tools=TOOLS, tool_choice="none")
     assert len(_sent_names(received)) == 100

@@ -93,7 +93,10 @@ def tools(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benc
           json_out: Path | None = typer.Option(None, "--json", help="Write the result here."),
           warm: Path | None = typer.Option(None, exists=True, dir_okay=False, help="Traffic file "
                                            "(past queries and the tools called) to warm the usage "
-                                           "memory with first; the result then has both runs.")):
+                                           "memory with first; the result then has both runs."),
+          follow_up: bool = typer.Option(False, "--follow-up", help="Give each record's step a "
+                                         "second call (the model called a tool and its result came "
+                                         "back) and report whether the second offers the same tools.")):
     """Run the tools benchmark on a file in its FORMATS.md format (with --warm: before and after
     warming the usage memory, learning frozen while measuring)."""
     from agentmem.bench.tools import read_traffic, run_tools
@@ -104,8 +107,8 @@ def tools(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benc
     except BenchDataError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
-    emit("bench tools" + (" (warmed)" if warm else ""), run_tools(records, policy=policy, warm=traffic),
-         json_out)
+    emit("bench tools" + (" (warmed)" if warm else ""),
+         run_tools(records, policy=policy, warm=traffic, follow_up=follow_up), json_out)
 
 
 @bench_app.command("agent-history")

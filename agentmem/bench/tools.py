@@ -19,6 +19,10 @@ measured. A run
 without the warm-up, on another fresh engine, comes first, so both numbers are in one result.
 Besides the adaptive selection's recall, recall at fixed k (the k best by the stage's final
 scores) is reported for both.
+
+``--follow-up`` gives each ranked record's step a second call, as an agent loop makes it (the
+model called the gold tool and its result came back) and reports how often the second call
+offers the same tools as the first, drops one, or adds one (``tools.step_stable``).
 """
 
 from __future__ import annotations
@@ -131,20 +135,21 @@ async def _baselines(record, messages, kept_count: int, tallies: dict[str, _Tall
         tallies[name].add(tools, [tools[i] for i in top], record.gold)
 
 
-async def _run(records, policy_name: str, traffic=None) -> dict[str, Any]:
+async def _run(records, policy_name: str, traffic=None, follow_up: bool = False) -> dict[str, Any]:
     policy = bench_policy(load_policy(policy_name))
     if traffic is None:
-        return await _measure(records, policy)
+        return await _measure(records, policy, follow_up=follow_up)
     cold = await _measure(records, policy)
-    warm = await _measure(records, policy, traffic)
+    warm = await _measure(records, policy, traffic, follow_up)
     keys = ("gold_recall", "tool_recall", "tool_fraction", "token_fraction", "kept_mean",
             "recall_at", "latency_ms_p50", "warm_latency_ms_p50")
     return {**warm, "without_warm_up": {key: cold[key] for key in keys}}
 
 
-async def _measure(records, policy: Policy, traffic=None) -> dict[str, Any]:
+async def _measure(records, policy: Policy, traffic=None, follow_up: bool = False) -> dict[str, Any]:
     """One fresh engine (its own embedded Redis): warm its usage memory when traffic is given,
-    then run every record through the pipeline with learning frozen."""
+    then run every record through the pipeline with learning frozen (``follow_up``: and the
+    step's second call, ``_second_call``)."""
 
     memory = policy.tools.memory.model_copy(update={"learn": False})
     policy = policy.model_copy(update={"tools": policy.tools.model_copy(update={"memory": memory})})
@@ -153,6 +158,7 @@ async def _measure(records, policy: Policy, traffic=None) -> dict[str, Any]:
     cold, warm, hygiene_ms = [], [], []
     invalid = 0
     warm_up = None
+    second = _StepTally()
     async with scratch_hygiene(policy, "tools") as hygiene:
         if traffic is not None:
             warm_up = await warm_memory(hygiene, traffic, records)
@@ -170,6 +176,10 @@ async def _measure(records, policy: Policy, traffic=None) -> dict[str, Any]:
             if _scored(record, policy):
                 cold.append(_stage_ms(result.report))
                 hygiene_ms.append(result.report.latency_ms.get("hygiene", 0.0))
+                if follow_up and kept:
+                    later = await hygiene.apply(_second_call(record, messages, kept), tools=record.tools,
+                                                session_id=f"tools-{number}")
+                    second.add(kept, later.tools or [], record.gold)
             await _baselines(record, messages, len(kept), tallies, hygiene.state)
         scored = [record for record in records if _scored(record, policy)][:WARM_RECORDS]
         for number, record in enumerate(scored):  # query vectors now memoised
@@ -198,7 +208,43 @@ async def _measure(records, policy: Policy, traffic=None) -> dict[str, Any]:
     }
     if warm_up is not None:
         out["warm_up"] = warm_up
+    if follow_up:
+        out["follow_up"] = second.summary()
     return out
+
+
+def _second_call(record: ToolsRecord, messages: list[dict[str, Any]], kept: list[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    """The step's second call, as an agent loop sends it: the model called the gold tool (the
+    first one offered when no gold tool was) and its result came back, a text that speaks of
+    that tool (its name and description), as results do."""
+    names = [tool["function"]["name"] for tool in kept]
+    called = next((name for name in record.gold if name in names), names[0])
+    description = kept[names.index(called)]["function"].get("description", "")
+    return [*messages,
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call-1", "type": "function", "function": {"name": called, "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call-1",
+             "content": f"{called}: {description} Here are the results you asked for."}]
+
+
+class _StepTally:
+    """A step's two calls: does the second offer what the first did?"""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[bool, bool, bool, bool]] = []  # same list, dropped, added, gold kept
+
+    def add(self, first: list[dict[str, Any]], later: list[dict[str, Any]], gold: list[str]) -> None:
+        before = [tool["function"]["name"] for tool in first]
+        after = [tool["function"]["name"] for tool in later]
+        self.rows.append((before == after, bool(set(before) - set(after)),
+                          bool(set(after) - set(before)), bool(set(gold) & set(after))))
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.rows)
+        share = [sum(row[i] for row in self.rows) / n if n else 0.0 for i in range(4)]
+        return {"n": n, "same_tools": share[0], "dropped_a_tool": share[1],
+                "added_a_tool": share[2], "gold_recall": share[3]}
 
 
 async def warm_memory(hygiene, traffic: list[TrafficRecord], records: list[ToolsRecord]
@@ -289,5 +335,6 @@ def _stage_ms(report) -> float:
     return next((run.latency_ms for run in report.stages if run.stage == "tools"), 0.0)
 
 
-def run_tools(records, *, policy: str, warm: list[TrafficRecord] | None = None) -> dict[str, Any]:
-    return asyncio.run(_run(records, policy, warm))
+def run_tools(records, *, policy: str, warm: list[TrafficRecord] | None = None,
+              follow_up: bool = False) -> dict[str, Any]:
+    return asyncio.run(_run(records, policy, warm, follow_up))
