@@ -652,3 +652,50 @@ def test_the_detector_embeds_new_clauses_in_parallel_chunks_first(encode, monkey
     asyncio.run(PoisonDetector().detect(Scope(found, [], list(range(len(messages))), [], SETTINGS,
                                               encode=recording)))
     assert batches == []  # each clause embedded once per process
+
+
+def test_on_the_call_path_new_clause_vectors_are_bounded(encode, monkeypatch):
+    """A long history's first call (or the first after a restart) would embed every claim
+    clause of the window on the call path (~10 s for 2,000 clauses): past the call's budget
+    only the newest are embedded, the others read with their sentence's vector until the check
+    after the reply, which embeds them all."""
+    import asyncio
+    from collections import OrderedDict
+
+    from agentmem.quarantine import poison
+    from agentmem.quarantine.detectors import PoisonDetector, Scope
+
+    messages = [
+        asked("Will I pay customs on my order to Halifax?"),
+        call("web_search", {"query": "Kettle & Loom Canada customs"}, 1),
+        result({"results": [{"url": "https://forum.example.com/t/1", "title": "Kettle & Loom",
+                             "snippet": "They ship Canadian orders from Vancouver, so no duties, "
+                                        "and parcels reach Halifax by rail within four days."}]}, 1),
+        said("Canadian orders ship from a depot in Vancouver, so no customs duties, and they "
+             "reach Halifax by rail within four days."),
+        asked("Great."),
+        said("Because it is fulfilled out of Vancouver, Canada Post won't ask for duties."),
+        asked("And my sister in Moncton?"),
+        said("Same: orders to Canada leave the Vancouver warehouse, so no import fees."),
+        asked("Perfect."),
+    ]
+    found = statements(messages, encode)
+    batches: list[list[str]] = []
+
+    def recording(texts):
+        batches.append(list(texts))
+        return encode(texts)
+
+    monkeypatch.setattr(poison, "_cache", OrderedDict())
+    bounded = Scope(found, [], list(range(len(messages))), [], SETTINGS, encode=recording,
+                    clause_budget=2)
+    asyncio.run(PoisonDetector().detect(bounded))
+    embedded = [text for batch in batches for text in batch]
+    assert len(embedded) == 2 and "past the call's embedding budget" in bounded.warnings[0]
+    positions = {int(found.position[c.row]) for c in poison._scan_claims(found, 0).clauses
+                 if c.text in embedded}
+    assert positions == {7}  # the newest turn's
+    batches.clear()
+    whole = Scope(found, [], list(range(len(messages))), [], SETTINGS, encode=recording)
+    asyncio.run(PoisonDetector().detect(whole))
+    assert len([t for batch in batches for t in batch]) > 2 and not whole.warnings

@@ -40,6 +40,9 @@ class Scope:
     encode: Callable[[list[str]], Any] | None = None  # the engine's embedder (clause vectors)
     grown: list[QuarantineRecord] = field(default_factory=list)  # existing records that gained
     # occurrences: the caller saves them (they already exist, so ``add`` would not)
+    clause_budget: int | None = None  # on the call path: new clause vectors it may embed (the
+    # newest); the others' sentence vectors stand in until the check after the reply
+    warnings: list[str] = field(default_factory=list)  # for the call's report
 
     def __post_init__(self) -> None:
         if not self.known:
@@ -75,6 +78,13 @@ class PoisonDetector:
         if scope.encode is not None:  # the new clauses' vectors in parallel chunks, first
             since = poison_since(scope.statements, scope.settings)
             texts = await run_inference(unembedded_clauses, scope.statements, scope.settings, since)
+            budget = scope.clause_budget
+            if budget is not None and len(texts) > budget:  # a long history's first call
+                scope.warnings.append(
+                    f"quarantine: {len(texts) - budget:,} claim clauses past the call's embedding "
+                    f"budget ({budget}); their sentences' vectors stand in until the check after "
+                    "the reply")
+                texts = texts[len(texts) - budget:]  # the newest
             if texts:
                 remember_clause_vectors(texts, await embed(scope.encode, texts, bounded=False))
         return await run_inference(poison_records, scope)
@@ -127,7 +137,8 @@ def poison_records(scope: Scope) -> list[QuarantineRecord]:
     confirmed = statements.vectors[confirmed_rows] if confirmed_rows else None
     out = []
     for finding in detect_poison(statements, settings, confirmed=confirmed,
-                                 since_position=poison_since(statements, settings), encode=scope.encode):
+                                 since_position=poison_since(statements, settings), encode=scope.encode,
+                                 embed_missing=scope.clause_budget is None):
         fresh = [row for row in finding.rows if scope.key_of(row) not in known]
         if not fresh:
             continue

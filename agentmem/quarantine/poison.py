@@ -682,11 +682,13 @@ def remember_clause_vectors(texts: list[str], vectors: list[np.ndarray | None]) 
 
 
 def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | None = None,
-                  since_position: int = 0, encode: Encoder | None = None) -> list[PoisonFinding]:
+                  since_position: int = 0, encode: Encoder | None = None,
+                  embed_missing: bool = True) -> list[PoisonFinding]:
     """Unsupported recurring claims among the turns from ``since_position`` on (older records
     persist on their own). ``confirmed``: vectors of claims a human confirmed. ``encode``:
     the embedder for clause vectors (the one that made ``statements.vectors``; default: the
-    shipped MiniLM)."""
+    shipped MiniLM). ``embed_missing`` False (the call path, past its budget): a clause
+    without a vector yet reads with its sentence's."""
     scan = _scan_claims(statements, since_position)
     clauses, claimant, framed, peers = scan.clauses, scan.claimant, scan.framed, scan.peers
     if len({c.position for c in clauses}) < settings.min_occurrences:
@@ -696,7 +698,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
                  and not statements.texts[i].rstrip().endswith("?")]
     units = authority_units(statements, authority)
     index = _Units(units)
-    vectors = _vectors_for(statements, clauses, encode)
+    vectors = _vectors_for(statements, clauses, encode, embed_missing)
     strong, weak, user_strong = _support(statements, clauses, authority, units, index, vectors,
                                          settings.support_similarity)
     open_ = [k for k in range(len(clauses)) if not strong[k]]
@@ -989,11 +991,19 @@ def _text_clauses(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str]]
     return tuple(out)
 
 
-def _vectors_for(statements: Statements, clauses: list[Clause], encode: Encoder | None) -> np.ndarray:
-    """A clause that is its whole sentence reuses the sentence's vector; others are embedded."""
+def _vectors_for(statements: Statements, clauses: list[Clause], encode: Encoder | None,
+                 embed_missing: bool = True) -> np.ndarray:
+    """A clause that is its whole sentence reuses the sentence's vector; others are embedded
+    (``embed_missing`` False: only those embedded before get their own)."""
     vectors = statements.vectors[[c.row for c in clauses]].astype(np.float32, copy=True)
     own = _own_vectors(statements, clauses)
-    if own:
+    if own and not embed_missing:
+        with _cache_lock:
+            for k in own:
+                found = _cache.get(clauses[k].text)
+                if found is not None and found.shape[0] == vectors.shape[1]:
+                    vectors[k] = found
+    elif own:
         fresh = _clause_vectors([clauses[k].text for k in own], encode)
         if fresh is not None and fresh.shape[1] == vectors.shape[1]:
             vectors[own] = fresh

@@ -80,10 +80,12 @@ class QuarantineStage(Stage):
         statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
         turn_ids = await context.turn_ids(len(history))
         scope = Scope(statements, [], turn_ids, records, settings,
-                      encode=context.state.embedder.encode)
+                      encode=context.state.embedder.encode,
+                      clause_budget=context.state.limits.call_path_sentences)
         fresh: list[QuarantineRecord] = []
         if settings.poison and _unreviewed_claims(statements, context.stored_positions):
             fresh += await PoisonDetector().detect(scope)
+            context.report.warnings.extend(scope.warnings)
         if settings.clash:
             fresh += await self._newest_user_clash(scope, history, context)
         if qstore and context.session:
