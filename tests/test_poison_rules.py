@@ -609,93 +609,83 @@ def test_the_pair_tables_match_a_pairwise_reading():
             assert reach[component[0]].sum() == len(component)
 
 
-def test_the_detector_embeds_new_clauses_in_parallel_chunks_first(encode, monkeypatch):
-    """A new search result's clauses are embedded as the pool's chunks (both workers of a
-    2-core machine), not as one serial batch inside the detection, with the same findings."""
-    import asyncio
-    from collections import OrderedDict
-
-    from agentmem.models.runtime import chunk_size
-    from agentmem.quarantine import poison
-    from agentmem.quarantine.detectors import PoisonDetector, Scope
-
-    snippet = ("They send all Canadian orders out of a depot in Vancouver, so no duties, and the "
-               "parcels travel by rail to Halifax, Moncton and Saint John within four days.")
-    search = {"results": [{"url": f"https://forum.example.com/t/{i}", "title": f"Kettle & Loom {i}",
-                           "snippet": snippet} for i in range(3)]}
-    messages = [
-        asked("Will I pay customs on my order to Halifax?"),
-        call("web_search", {"query": "Kettle & Loom Canada customs"}, 1), result(search, 1),
-        said("Canadian orders ship from a depot in Vancouver, so no customs duties, and they "
-             "reach Halifax by rail within four days."),
-        asked("Great."),
-        said("Because it is fulfilled out of Vancouver, Canada Post won't ask for duties."),
-        asked("And my sister in Moncton?"),
-        said("Same: orders to Canada leave the Vancouver warehouse, so no import fees."),
-        asked("Perfect."),
-    ]
-    found = statements(messages, encode)
-    expected = flagged(messages, encode)
-    batches: list[int] = []
-
-    def recording(texts):
-        batches.append(len(texts))
-        return encode(texts)
-
-    monkeypatch.setattr(poison, "_cache", OrderedDict())  # nothing embedded yet
-    scope = Scope(found, [], list(range(len(messages))), [], SETTINGS, encode=recording)
-    records = asyncio.run(PoisonDetector().detect(scope))
-    assert sum(batches) > chunk_size() and max(batches) <= chunk_size()
-    assert {r.position for r in records} | {o["position"] for r in records for o in r.occurrences} \
-        == set(expected)
-    batches.clear()
-    asyncio.run(PoisonDetector().detect(Scope(found, [], list(range(len(messages))), [], SETTINGS,
-                                              encode=recording)))
-    assert batches == []  # each clause embedded once per process
+SEARCHED = {"results": [
+    {"url": f"https://forum.example.com/t/{i}", "title": f"Kettle & Loom {i}",
+     "snippet": "They send all Canadian orders out of a depot in Vancouver, so no duties, and the "
+                "parcels travel by rail to Halifax, Moncton and Saint John within four days."}
+    for i in range(3)]}
+CUSTOMS = [
+    asked("Will I pay customs on my order to Halifax?"),
+    call("web_search", {"query": "Kettle & Loom Canada customs"}, 1), result(SEARCHED, 1),
+    said("Canadian orders ship from a depot in Vancouver, so no customs duties, and they "
+         "reach Halifax by rail within four days."),
+    asked("Great."),
+    said("Because it is fulfilled out of Vancouver, Canada Post won't ask for duties."),
+    asked("And my sister in Moncton?"),
+    said("Same: orders to Canada leave the Vancouver warehouse, so no import fees."),
+    asked("Perfect."),
+]
 
 
-def test_on_the_call_path_new_clause_vectors_are_bounded(encode, monkeypatch):
-    """A long history's first call (or the first after a restart) would embed every claim
-    clause of the window on the call path (~10 s for 2,000 clauses): past the call's budget
-    only the newest are embedded, the others read with their sentence's vector until the check
-    after the reply, which embeds them all."""
-    import asyncio
+@pytest.fixture
+def embedded(encode, monkeypatch):
+    """The texts each embedding call got, by a detector on an empty clause cache."""
     from collections import OrderedDict
 
     from agentmem.quarantine import poison
-    from agentmem.quarantine.detectors import PoisonDetector, Scope
 
-    messages = [
-        asked("Will I pay customs on my order to Halifax?"),
-        call("web_search", {"query": "Kettle & Loom Canada customs"}, 1),
-        result({"results": [{"url": "https://forum.example.com/t/1", "title": "Kettle & Loom",
-                             "snippet": "They ship Canadian orders from Vancouver, so no duties, "
-                                        "and parcels reach Halifax by rail within four days."}]}, 1),
-        said("Canadian orders ship from a depot in Vancouver, so no customs duties, and they "
-             "reach Halifax by rail within four days."),
-        asked("Great."),
-        said("Because it is fulfilled out of Vancouver, Canada Post won't ask for duties."),
-        asked("And my sister in Moncton?"),
-        said("Same: orders to Canada leave the Vancouver warehouse, so no import fees."),
-        asked("Perfect."),
-    ]
-    found = statements(messages, encode)
+    monkeypatch.setattr(poison, "_cache", OrderedDict())
     batches: list[list[str]] = []
 
     def recording(texts):
         batches.append(list(texts))
         return encode(texts)
 
-    monkeypatch.setattr(poison, "_cache", OrderedDict())
-    bounded = Scope(found, [], list(range(len(messages))), [], SETTINGS, encode=recording,
-                    clause_budget=2)
-    asyncio.run(PoisonDetector().detect(bounded))
-    embedded = [text for batch in batches for text in batch]
-    assert len(embedded) == 2 and "past the call's embedding budget" in bounded.warnings[0]
+    return batches, recording
+
+
+def _detect(found, recording, **options):
+    import asyncio
+
+    from agentmem.quarantine.detectors import PoisonDetector, Scope
+
+    scope = Scope(found, [], list(range(int(found.position.max()) + 1)), [], SETTINGS,
+                  encode=recording, **options)
+    return asyncio.run(PoisonDetector().detect(scope)), scope
+
+
+def test_the_detector_embeds_new_clauses_in_parallel_chunks_first(encode, embedded):
+    """A new search result's clauses are embedded as the pool's chunks (both workers of a
+    2-core machine), not as one serial batch inside the detection, with the same findings."""
+    from agentmem.models.runtime import chunk_size
+
+    batches, recording = embedded
+    found = statements(CUSTOMS, encode)
+    records, _ = _detect(found, recording)
+    sizes = [len(batch) for batch in batches]
+    assert sum(sizes) > chunk_size() and max(sizes) <= chunk_size()
+    assert {r.position for r in records} | {o["position"] for r in records for o in r.occurrences} \
+        == set(flagged(CUSTOMS, encode))
+    batches.clear()
+    _detect(found, recording)
+    assert batches == []  # each clause embedded once per process
+
+
+def test_on_the_call_path_new_clause_vectors_are_bounded(encode, embedded):
+    """A long history's first call (or the first after a restart) would embed every claim
+    clause of the window on the call path (~10 s for 2,000 clauses): past the call's budget
+    only the newest are embedded, the others read with their sentence's vector until the check
+    after the reply, which embeds them all."""
+    from agentmem.quarantine import poison
+
+    batches, recording = embedded
+    found = statements(CUSTOMS, encode)
+    _, bounded = _detect(found, recording, clause_budget=2)
+    texts = [text for batch in batches for text in batch]
+    assert len(texts) == 2 and "past the call's embedding budget" in bounded.warnings[0]
     positions = {int(found.position[c.row]) for c in poison._scan_claims(found, 0).clauses
-                 if c.text in embedded}
+                 if c.text in texts}
     assert positions == {7}  # the newest turn's
     batches.clear()
-    whole = Scope(found, [], list(range(len(messages))), [], SETTINGS, encode=recording)
-    asyncio.run(PoisonDetector().detect(whole))
+    _, whole = _detect(found, recording)
     assert len([t for batch in batches for t in batch]) > 2 and not whole.warnings
