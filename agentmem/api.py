@@ -418,6 +418,7 @@ class Hygiene:
                 break
             finally:
                 run.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+        call.poison_checked = channels.poison_checked
         if call.policy.stages:
             try:
                 validate_outgoing(history, draft)
@@ -495,6 +496,7 @@ class Call:
     chains: list[str] = field(default_factory=list)
     new_turns: list[TurnRecord] = field(default_factory=list)
     tokens_before: int = 0
+    poison_checked: int | None = None  # Channels.poison_checked of the call path, for after the reply
     stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     state: CallState = CallState.PREPARED
     prepared_at: float = 0.0
@@ -725,7 +727,8 @@ class Call:
                         policy=self.policy.name)
         return StageContext(self.policy, self.body.get("model", ""), history, self.hygiene.state,
                             report, report.stage("after_reply"), session=self.handle,
-                            store=self.store, stored_positions=len(history), chains=chains)
+                            store=self.store, stored_positions=len(history), chains=chains,
+                            channels=Channels(poison_checked=self.poison_checked))
 
 
 PreparedCall = Call  # the name adapters written before the lifecycle API use

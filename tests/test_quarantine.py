@@ -222,3 +222,48 @@ async def test_the_call_path_check_reads_text_and_embeds_nothing(tmp_path):
     finally:
         await hygiene.aclose()
         hygiene.connector.close()
+
+
+async def test_a_tool_call_reply_does_not_repeat_the_call_paths_poison_check(tmp_path, monkeypatch):
+    """An agent's call that brings a search result is checked for poison on its path; when the
+    reply is another tool call (no statement of its own), the check after the reply would
+    read the very same statements, so it is not run twice. A reply with text is checked."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+    from agentmem.quarantine import detectors
+
+    runs: list[int] = []
+    checked = detectors.poison_records
+
+    def counting(scope):
+        runs.append(scope.statements.size)
+        return checked(scope)
+
+    monkeypatch.setattr(detectors, "poison_records", counting)
+    hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path))
+    session = f"agent-{uuid.uuid4().hex[:8]}"
+    searched = {"role": "tool", "tool_call_id": "s1", "content": json.dumps({"results": [
+        {"title": "Kettle & Loom", "snippet": "They ship Canadian orders from Vancouver, so no duties."}]})}
+    history = [{"role": "user", "content": "Will I pay customs on my order to Halifax?"},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "s1", "type": "function",
+                "function": {"name": "web_search", "arguments": '{"query": "Kettle & Loom customs"}'}}]},
+               searched]
+    read_page = {"role": "assistant", "content": None, "tool_calls": [{"id": "p1", "type": "function",
+                 "function": {"name": "fetch_url", "arguments": '{"url": "https://example.com"}'}}]}
+    try:
+        async with hygiene.call({"model": "m", "messages": history}, session_id=session) as call:
+            await call.finish({"role": "assistant", "content": "Canadian orders ship from Vancouver."})
+        await hygiene.drain()
+        assert len(runs) == 2  # the call path's, and the reply's text after it
+        history += [{"role": "assistant", "content": "Canadian orders ship from Vancouver."},
+                    {"role": "user", "content": "And to Moncton?"},
+                    {**history[1], "tool_calls": [{**history[1]["tool_calls"][0], "id": "s2"}]},
+                    {**searched, "tool_call_id": "s2"}]
+        runs.clear()
+        async with hygiene.call({"model": "m", "messages": history}, session_id=session) as call:
+            await call.finish(read_page)
+        await hygiene.drain()
+        assert len(runs) == 1  # on the call path only: the reply added no statement
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()

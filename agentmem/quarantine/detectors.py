@@ -40,8 +40,8 @@ class Scope:
     encode: Callable[[list[str]], Any] | None = None  # the engine's embedder (clause vectors)
     grown: list[QuarantineRecord] = field(default_factory=list)  # existing records that gained
     # occurrences: the caller saves them (they already exist, so ``add`` would not)
-    clause_budget: int | None = None  # on the call path: new clause vectors it may embed (the
-    # newest); the others' sentence vectors stand in until the check after the reply
+    clause_budget: int | None = None  # on the call path: new clause vectors it may embed; past
+    # it the check waits for the reply (a partial read would quarantine what the whole does not)
     warnings: list[str] = field(default_factory=list)  # for the call's report
 
     def __post_init__(self) -> None:
@@ -81,10 +81,9 @@ class PoisonDetector:
             budget = scope.clause_budget
             if budget is not None and len(texts) > budget:  # a long history's first call
                 scope.warnings.append(
-                    f"quarantine: {len(texts) - budget:,} claim clauses past the call's embedding "
-                    f"budget ({budget}); their sentences' vectors stand in until the check after "
-                    "the reply")
-                texts = texts[len(texts) - budget:]  # the newest
+                    f"quarantine: {len(texts):,} claim clauses to embed, past the call's budget "
+                    f"({budget}); the poison check runs after the reply")
+                return []
             if texts:
                 remember_clause_vectors(texts, await embed(scope.encode, texts, bounded=False))
         return await run_inference(poison_records, scope)
@@ -137,8 +136,7 @@ def poison_records(scope: Scope) -> list[QuarantineRecord]:
     confirmed = statements.vectors[confirmed_rows] if confirmed_rows else None
     out = []
     for finding in detect_poison(statements, settings, confirmed=confirmed,
-                                 since_position=poison_since(statements, settings), encode=scope.encode,
-                                 embed_missing=scope.clause_budget is None):
+                                 since_position=poison_since(statements, settings), encode=scope.encode):
         fresh = [row for row in finding.rows if scope.key_of(row) not in known]
         if not fresh:
             continue

@@ -682,13 +682,11 @@ def remember_clause_vectors(texts: list[str], vectors: list[np.ndarray | None]) 
 
 
 def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | None = None,
-                  since_position: int = 0, encode: Encoder | None = None,
-                  embed_missing: bool = True) -> list[PoisonFinding]:
+                  since_position: int = 0, encode: Encoder | None = None) -> list[PoisonFinding]:
     """Unsupported recurring claims among the turns from ``since_position`` on (older records
     persist on their own). ``confirmed``: vectors of claims a human confirmed. ``encode``:
     the embedder for clause vectors (the one that made ``statements.vectors``; default: the
-    shipped MiniLM). ``embed_missing`` False (the call path, past its budget): a clause
-    without a vector yet reads with its sentence's."""
+    shipped MiniLM)."""
     scan = _scan_claims(statements, since_position)
     clauses, claimant, framed, peers = scan.clauses, scan.claimant, scan.framed, scan.peers
     if len({c.position for c in clauses}) < settings.min_occurrences:
@@ -698,7 +696,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
                  and not statements.texts[i].rstrip().endswith("?")]
     units = authority_units(statements, authority)
     index = _Units(units)
-    vectors = _vectors_for(statements, clauses, encode, embed_missing)
+    vectors = _vectors_for(statements, clauses, encode)
     strong, weak, user_strong = _support(statements, clauses, authority, units, index, vectors,
                                          settings.support_similarity)
     open_ = [k for k in range(len(clauses)) if not strong[k]]
@@ -991,19 +989,11 @@ def _text_clauses(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str]]
     return tuple(out)
 
 
-def _vectors_for(statements: Statements, clauses: list[Clause], encode: Encoder | None,
-                 embed_missing: bool = True) -> np.ndarray:
-    """A clause that is its whole sentence reuses the sentence's vector; others are embedded
-    (``embed_missing`` False: only those embedded before get their own)."""
+def _vectors_for(statements: Statements, clauses: list[Clause], encode: Encoder | None) -> np.ndarray:
+    """A clause that is its whole sentence reuses the sentence's vector; others are embedded."""
     vectors = statements.vectors[[c.row for c in clauses]].astype(np.float32, copy=True)
     own = _own_vectors(statements, clauses)
-    if own and not embed_missing:
-        with _cache_lock:
-            for k in own:
-                found = _cache.get(clauses[k].text)
-                if found is not None and found.shape[0] == vectors.shape[1]:
-                    vectors[k] = found
-    elif own:
+    if own:
         fresh = _clause_vectors([clauses[k].text for k in own], encode)
         if fresh is not None and fresh.shape[1] == vectors.shape[1]:
             vectors[own] = fresh
@@ -1147,9 +1137,11 @@ def claim_chains(members: list[int], gaps: dict[int, frozenset[str]], anchors: s
     close = np.argwhere(np.triu(similarity >= para, k=1))
     left, right = close[:, 0], close[:, 1]
     amounts = [{d for d in clauses[k].entities if d[:1] == "#"} for k in members]
-    has_amount = np.asarray([bool(a) for a in amounts], dtype=bool)
-    same_values = ~(has_amount[left] & has_amount[right]) | _among(close, _shared_counts(amounts)[0], m)
-    shares_gap = _among(close, _shared_counts([gaps[k] for k in members])[0], m)
+    gapped = [gaps[k] for k in members]
+    close_pairs = close.tolist()  # these only: a common unsupported word is in thousands
+    same_values = np.asarray([not (amounts[i] and amounts[j]) or not amounts[i].isdisjoint(amounts[j])
+                              for i, j in close_pairs], dtype=bool)
+    shares_gap = np.asarray([not gapped[i].isdisjoint(gapped[j]) for i, j in close_pairs], dtype=bool)
     paraphrase = close[same_values & (shares_gap | (similarity[left, right] >= CLOSE_PARAPHRASE))]
     pairs = np.concatenate((by_anchor, paraphrase))
     pairs = pairs[positions[pairs[:, 0]] != positions[pairs[:, 1]]]
@@ -1267,33 +1259,34 @@ def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
 def _shared_counts(sets: list[set[str]] | list[frozenset[str]]) -> tuple[np.ndarray, np.ndarray]:
     """The pairs (i, j), i < j, of the sets that share an element, and how many they share.
     From who holds each element: the sets are sparse, so a few thousand pairs come from a
-    few hundred elements, where an incidence-matrix product cost ~100 ms for 2,000 sets."""
+    few hundred elements, where an incidence-matrix product cost ~100 ms for 2,000 sets. When
+    the elements' pairs would outnumber an n x n table's cells (many sets holding the same
+    elements), they are counted in the table instead, so memory stays within n x n."""
     n = len(sets)
-    ids: dict[str, int] = {}
-    items: list[int] = []
-    elements: list[int] = []
+    holders: dict[str, list[int]] = {}
     for i, held in enumerate(sets):
         for name in held:
-            items.append(i)
-            elements.append(ids.setdefault(name, len(ids)))
-    order = np.argsort(np.asarray(elements, dtype=np.int64), kind="stable")  # items ascend within
-    item = np.asarray(items, dtype=np.int64)[order]
-    element = np.asarray(elements, dtype=np.int64)[order]
-    # each entry pairs with the entries after it that hold the same element
-    end = np.searchsorted(element, element, side="right")
-    later = end - np.arange(len(element)) - 1
-    total = int(later.sum())
+            holders.setdefault(name, []).append(i)  # ascending
+    sizes = np.asarray([len(h) for h in holders.values()], dtype=np.int64)
+    total = int((sizes * (sizes - 1) // 2).sum())
     if not total:
         return np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    first = np.repeat(np.arange(len(element)), later)
+    if total > n * n // 2:
+        table = np.zeros((n, n), dtype=np.int32)
+        for members in holders.values():
+            if len(members) > 1:
+                index = np.asarray(members)
+                table[np.ix_(index, index)] += 1
+        pairs = np.argwhere(np.triu(table, k=1) > 0)
+        return pairs.astype(np.int64), table[pairs[:, 0], pairs[:, 1]].astype(np.int64)
+    item = np.fromiter((i for held in holders.values() for i in held), dtype=np.int64,
+                       count=int(sizes.sum()))
+    end = np.repeat(np.cumsum(sizes), sizes)  # each entry pairs with the later holders of its element
+    later = end - np.arange(len(item)) - 1
+    first = np.repeat(np.arange(len(item)), later)
     second = np.arange(total) - np.repeat(np.cumsum(later) - later, later) + first + 1
     unique, counts = np.unique(item[first] * n + item[second], return_counts=True)
     return np.stack((unique // n, unique % n), axis=1), counts
-
-
-def _among(pairs: np.ndarray, found: np.ndarray, n: int) -> np.ndarray:
-    """Per pair (i < j, of n items), whether it is one of ``found``."""
-    return np.isin(pairs[:, 0] * n + pairs[:, 1], found[:, 0] * n + found[:, 1])
 
 
 _TOKEN = re.compile(r"[\w$€£][\w.,:'’-]*\w|\w")

@@ -94,12 +94,15 @@ class Channels:
 
     ``excluded_spans``: sentences an earlier stage withheld (quarantine), by history position,
     so a later stage never brings them back. ``tool_choice``/``function_call``: the client's
-    choice, which the tools stage must honour.
+    choice, which the tools stage must honour. ``poison_checked``: how many statements the
+    call path's poison check read, every one with its vector (quarantine; carried to the
+    after-reply hooks): a reply that adds no statement (a tool call) leaves the same ones.
     """
 
     excluded_spans: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
     tool_choice: Any = None
     function_call: Any = None
+    poison_checked: int | None = None
 
 
 @dataclass

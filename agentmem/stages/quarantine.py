@@ -22,7 +22,7 @@ from agentmem.conversation import last_user_index
 from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
 from agentmem.quarantine.clash import all_rule_clashes, load_nli, nli_candidates, settle, undecided
-from agentmem.quarantine.detectors import PoisonDetector, Scope, clash_records, run_detectors
+from agentmem.quarantine.detectors import DETECTORS, PoisonDetector, Scope, clash_records, run_detectors
 from agentmem.quarantine.judge import Judge
 from agentmem.quarantine.records import QuarantineRecord, QuarantineStore
 from agentmem.quarantine.settings import QuarantineSettings
@@ -83,14 +83,23 @@ class QuarantineStage(Stage):
                       encode=context.state.embedder.encode,
                       clause_budget=context.state.limits.call_path_sentences)
         fresh: list[QuarantineRecord] = []
+        checked = False
         if settings.poison and _unreviewed_claims(statements, context.stored_positions):
-            fresh += await PoisonDetector().detect(scope)
-            context.report.warnings.extend(scope.warnings)
+            if corpus.missing:  # a partial read would quarantine what the whole does not
+                context.report.warnings.append(
+                    f"quarantine: {corpus.missing:,} sentences without a vector yet; the poison "
+                    "check runs after the reply")
+            else:
+                fresh += await PoisonDetector().detect(scope)
+                context.report.warnings.extend(scope.warnings)
+                checked = not scope.warnings  # read whole, within the call's budget
         if settings.clash:
             fresh += await self._newest_user_clash(scope, history, context)
         if qstore and context.session:
             await qstore.add(context.session, fresh, ttl=context.policy.ttl_seconds)
             await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds)
+            if checked:
+                context.channels.poison_checked = statements.size
         self._withhold(draft, context, [*records, *fresh], turn_ids, statements)
 
     async def after_reply(self, context: StageContext, turns: list[TurnRecord]) -> None:
@@ -116,7 +125,13 @@ class QuarantineStage(Stage):
                           ttl=context.policy.ttl_seconds)
         scope = Scope(statements, new_rows, await context.turn_ids(len(history)), records, settings,
                       judge=judge, encode=context.state.embedder.encode)
-        await qstore.add(context.session, await run_detectors(scope), ttl=context.policy.ttl_seconds)
+        detectors = DETECTORS
+        if context.channels.poison_checked == statements.size:
+            # The call path read these very statements whole (the reply, a tool call, added
+            # none): the same detection would find what it found, so it is not run twice.
+            detectors = tuple(d for d in DETECTORS if d.name != PoisonDetector.name)
+        await qstore.add(context.session, await run_detectors(scope, detectors),
+                         ttl=context.policy.ttl_seconds)
         await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds)
 
     @staticmethod

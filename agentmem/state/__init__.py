@@ -38,9 +38,9 @@ class CacheLimits(BaseModel):
         "replayed on the step's later calls (agentmem/state/steps.py).")
     call_path_sentences: int = Field(
         64, ge=0, description="New sentences one call may embed on its path (newest first); "
-        "the rest are scored lexically on that call and embedded in the background. The poison "
-        "check's new claim clauses are bounded the same way (their sentence's vector stands in "
-        "until the check after the reply).")
+        "the rest are scored lexically on that call and embedded in the background. It bounds the "
+        "poison check's new claim clauses too: past it (or with sentences still without a "
+        "vector) the check of the client's new turns runs after the reply.")
 
 
 class EngineState:
