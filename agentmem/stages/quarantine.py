@@ -2,13 +2,15 @@
 
 Call path, in order: read the session's records (one HGETALL); find poison with the cached
 sentence vectors (claims grouped by meaning, support looked up; numpy only), but only when
-the client sent assistant or untrusted-tool turns no detection has seen; check the newest
-user message against the user's earlier statements with the clash rules (and, if the policy
-spends ``call_path_candidates``, a few NLI pairs); then remove every active record's sentence from the
-outgoing messages. Everything else (clashes of assistant and tool statements, poison in our
-stored replies) is found after the reply (``after_reply``). Nothing is deleted: a
-record names a sentence of a stored turn, and releasing it puts the sentence back on the
-next call.
+the client sent assistant or untrusted-tool turns no detection has seen, and only when the
+call can read them whole (every sentence's vector, new clause vectors within the call's
+embedding budget; else after the reply); check the newest user message against the user's
+earlier statements with the clash rules (and, if the policy spends
+``call_path_candidates``, a few NLI pairs); then remove every active record's sentence from
+the outgoing messages. Everything else (clashes of assistant and tool statements, poison in
+our stored replies) is found after the reply (``after_reply``), which does not repeat a
+poison check the call path made on the same statements. Nothing is deleted: a record names a
+sentence of a stored turn, and releasing it puts the sentence back on the next call.
 """
 
 from __future__ import annotations
