@@ -38,3 +38,15 @@ SHOPPING_HISTORY: list[dict[str, Any]] = [
     {"role": "assistant", "content": "I do not have live sports results."},
     {"role": "user", "content": "Where will my kettle be delivered?"},
 ]
+
+# An agent step over many tools: the question, then the weather tool's call and result (which
+# speaks of the weather only, so a selection decided anew narrows to it).
+WEATHER_THEN_CAR = {"role": "user", "content": "Will it rain in Oslo tomorrow? I need the weather "
+                                               "forecast, then a rental car."}
+WEATHER_CALLED: list[dict[str, Any]] = [
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "w1", "type": "function", "function": {"name": "get_weather_forecast",
+                                                      "arguments": '{"city": "Oslo"}'}}]},
+    {"role": "tool", "tool_call_id": "w1", "content": "Weather forecast for Oslo tomorrow: "
+                                                      "rain, 9 degrees, wind from the west."},
+]

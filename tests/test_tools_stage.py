@@ -13,6 +13,7 @@ from agentmem import Hygiene
 from agentmem.config import Settings
 from agentmem.policy import policy_from_dict
 from agentmem.state.toolcat import split_name
+from tests.conversations import WEATHER_CALLED, WEATHER_THEN_CAR
 
 DOMAINS = [
     ("weather_forecast", "the weather forecast, temperature and chance of rain for a city", ["city", "days"]),
@@ -140,13 +141,7 @@ def test_a_step_never_takes_back_a_tool_it_offered(client, received, session_id,
         (policy_dir / f"{name}.yaml").write_text(
             f"extends: default\nname: {name}\nstages: [tools]\n"
             f"tools: {{memory: {{enabled: false}}, step_stable: {stable}}}\n")
-    question = {"role": "user", "content": "Will it rain in Oslo tomorrow? I need the weather "
-                                           "forecast, then a rental car."}
-    answer = [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "w1", "type": "function", "function": {"name": "get_weather_forecast",
-                                                      "arguments": '{"city": "Oslo"}'}}]},
-        {"role": "tool", "tool_call_id": "w1", "content": "Weather forecast for Oslo tomorrow: "
-                                                          "rain, 9 degrees, wind from the west."}]
+    question, answer = WEATHER_THEN_CAR, WEATHER_CALLED
     offered = {}
     for policy in ("tools-step", "tools-unstable"):
         session = f"{session_id}-{policy}"
@@ -169,8 +164,8 @@ def test_the_tools_bench_measures_a_steps_second_call(tmp_path):
     from agentmem.bench.formats import ToolsRecord
     from agentmem.bench.tools import run_tools
 
-    record = ToolsRecord(id="oslo", query="Will it rain in Oslo tomorrow? I need the weather "
-                         "forecast, then a rental car.", tools=TOOLS, gold=["get_weather_forecast"])
+    record = ToolsRecord(id="oslo", query=WEATHER_THEN_CAR["content"], tools=TOOLS,
+                         gold=["get_weather_forecast"])
     unstable = tmp_path / "unstable.yaml"
     unstable.write_text("extends: default\nname: unstable\ntools: {step_stable: false}\n")
     step = run_tools([record], policy="default", follow_up=True)["follow_up"]

@@ -205,11 +205,11 @@ class PruneStage(Stage):
         step_start = agent_step_start(history)
         step = StepReplay.of(context, draft, step_start, settings.model_dump_json()) \
             if settings.step_stable else None
-        if step is not None and step.replay(draft, context.run):
+        if step is not None and await step.replay(draft, context.run):
             return
         await self._prune(draft, context, step_start)
         if step is not None:
-            step.record(draft, context.run)
+            await step.record(draft, context.run)
 
     async def _prune(self, draft: Draft, context: StageContext, step_start: int) -> None:
         settings = context.policy.prune

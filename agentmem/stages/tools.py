@@ -299,8 +299,8 @@ class ToolsStage(Stage):
         pinned = np.fromiter((n in reasons or not n for n in names), dtype=bool, count=len(names))
         keep, floor = select(scores, pinned, settings, top=top, learned=learned is not None)
         if settings.step_stable:
-            keep = np.asarray(offered_in_step(context, agent_step_start(history), names,
-                                              keep.tolist(), settings.model_dump_json()), bool)
+            keep = np.asarray(await offered_in_step(context, agent_step_start(history), names,
+                                                    keep.tolist(), settings.model_dump_json()), bool)
         if offer is not None and offer.shown is None and not keep.all():
             offer.shown = keep.tolist()  # the model chooses among these only
         if not keep.all():

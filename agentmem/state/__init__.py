@@ -34,8 +34,9 @@ class CacheLimits(BaseModel):
     tool_catalogue_mb: int = Field(64, ge=1, description="Distinct tool lists, ready for scoring.")
     tool_vectors: int = Field(20_000, ge=1, description="Tool-text vectors kept in process.")
     step_memo: int = Field(
-        1024, ge=1, description="Sessions whose latest agent step's stage outcomes are kept, "
-        "replayed on the step's later calls (agentmem/state/steps.py).")
+        1024, ge=1, description="Sessions whose latest agent step's stage outcomes are kept in "
+        "process (and beside the session in Redis), replayed on the step's later calls "
+        "(agentmem/state/steps.py).")
     call_path_sentences: int = Field(
         64, ge=0, description="New sentences one call may embed on its path (newest first); "
         "the rest are scored lexically on that call and embedded in the background. It bounds the "

@@ -19,22 +19,32 @@ The outcome is replayed only onto the same input: the same session and stage set
 same history through the step's user message (its chain hash), and the same draft of it as
 the stage received it (which messages earlier stages dropped or rewrote, and the sentences
 quarantine withheld). Anything else recomputes: a new quarantine decision still applies at
-once. The memo is per process: a step whose calls land on another worker recomputes there,
-as before.
+once. Each record is kept in process and beside the session in Redis (one hash field per
+stage, written when it changes, read when the process has no record for the step): a step
+whose calls land on several workers (``serve --workers N``) keeps one prefix too. Redis
+faults only cost the stability (the stage decides anew), never the call.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from agentmem.report import Decision
+
 if TYPE_CHECKING:
-    from agentmem.report import Decision, StageRun
+    from agentmem.report import StageRun
     from agentmem.stages.base import Draft, StageContext
+
+log = logging.getLogger("agentmem.steps")
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,62 @@ class StepMemo:
         for slot in [s for s in self._items if s[:2] == (tenant, session_id)]:
             del self._items[slot]
 
+    async def load(self, context: StageContext, slot: Slot, key: str, step_start: int
+                   ) -> StepOutcome | StepOffer | None:
+        """This step's record: the process's, else (on the step's later calls, the only ones
+        another worker can have prepared for) the one left in Redis."""
+        found = self.get(slot, key)
+        later = step_start < len(context.history) - 1  # the step's own turns follow its message
+        if found is not None or not later or context.store is None or context.session is None:
+            return found
+        try:
+            raw = await context.store.redis.hget(context.session.keys.steps, slot[2])
+        except RedisError as error:
+            log.warning("session %s: step record not read: %s", slot[1], error)
+            return None
+        shared = _decoded(raw) if raw else None
+        if shared is None or shared.key != key:
+            return None
+        self.put(slot, shared)
+        return shared
+
+    async def save(self, context: StageContext, slot: Slot, record: StepOutcome | StepOffer) -> None:
+        """Keep the record here and beside the session (for the step's calls on other workers)."""
+        before = self._items.get(slot)
+        self.put(slot, record)
+        if context.store is None or context.session is None or before == record:
+            return
+        name, ttl = context.session.keys.steps, context.policy.ttl_seconds
+        try:
+            async with context.store.redis.pipeline(transaction=False) as pipe:
+                pipe.hset(name, slot[2], _encoded(record))
+                if ttl:
+                    pipe.expire(name, ttl)
+                await pipe.execute()
+        except RedisError as error:
+            log.warning("session %s: step record not stored: %s", slot[1], error)
+
+
+def _encoded(record: StepOutcome | StepOffer) -> str:
+    if isinstance(record, StepOffer):
+        return json.dumps({"kind": "offer", "key": record.key, "names": sorted(record.names)})
+    return json.dumps({"kind": "outcome", "key": record.key, "dropped": list(record.dropped),
+                       "replaced": [[i, m, t] for i, (m, t) in record.replaced.items()],
+                       "decisions": [d.model_dump(mode="json") for d in record.decisions]})
+
+
+def _decoded(raw: str | bytes) -> StepOutcome | StepOffer | None:
+    """A stored record, or None for one this version cannot read (decided anew)."""
+    try:
+        data = json.loads(raw)
+        if data["kind"] == "offer":
+            return StepOffer(str(data["key"]), frozenset(map(str, data["names"])))
+        return StepOutcome(str(data["key"]), array("q", map(int, data["dropped"])),
+                           {int(i): (dict(m), None if t is None else int(t)) for i, m, t in data["replaced"]},
+                           tuple(Decision.model_validate(d) for d in data["decisions"]))
+    except (ValueError, KeyError, TypeError, ValidationError):
+        return None
+
 
 @dataclass
 class StepReplay:
@@ -92,6 +158,7 @@ class StepReplay:
     key: str
     step_start: int
     entry: dict[int, dict[str, Any]]  # the messages before the step as the stage got them
+    context: StageContext  # the call's: where the records are shared (its session in Redis)
 
     @classmethod
     def of(cls, context: StageContext, draft: Draft, step_start: int, settings: str
@@ -112,11 +179,11 @@ class StepReplay:
                           in context.channels.excluded_spans.items() if index < step_start)
         parts.append(json.dumps(withheld))
         return cls(context.state.steps, slot, _step_key(context, step_start, parts), step_start,
-                   entry)
+                   entry, context)
 
-    def replay(self, draft: Draft, run: StageRun) -> bool:
+    async def replay(self, draft: Draft, run: StageRun) -> bool:
         """Apply the recorded outcome of this step, if there is one for this very input."""
-        outcome = self.memo.get(self.slot, self.key)
+        outcome = await self.memo.load(self.context, self.slot, self.key, self.step_start)
         if not isinstance(outcome, StepOutcome):
             return False
         if outcome.dropped:
@@ -128,17 +195,18 @@ class StepReplay:
         run.replayed = True
         return True
 
-    def record(self, draft: Draft, run: StageRun) -> None:
+    async def record(self, draft: Draft, run: StageRun) -> None:
         """Remember what the stage did to the messages before the step on this call."""
         kept = {m.index: m for m in draft.messages if m.index < self.step_start}
         replaced = {index: (held.message, held.tokens) for index, held in kept.items()
                     if held.message is not self.entry.get(index)}
         dropped = array("q", sorted(set(self.entry) - set(kept)))
-        self.memo.put(self.slot, StepOutcome(self.key, dropped, replaced, tuple(run.decisions)))
+        await self.memo.save(self.context, self.slot,
+                             StepOutcome(self.key, dropped, replaced, tuple(run.decisions)))
 
 
-def offered_in_step(context: StageContext, step_start: int, names: list[str], keep: list[bool],
-                    settings: str) -> list[bool]:
+async def offered_in_step(context: StageContext, step_start: int, names: list[str],
+                          keep: list[bool], settings: str) -> list[bool]:
     """``keep`` plus every tool this step offered before (the tools stage's step memory).
 
     A step's later calls hold its tool results in the query, which now speaks of the tool
@@ -152,10 +220,11 @@ def offered_in_step(context: StageContext, step_start: int, names: list[str], ke
     if slot is None:
         return keep
     key = _step_key(context, step_start, [settings, "\0".join(names)])
-    before = context.state.steps.get(slot, key)
+    before = await context.state.steps.load(context, slot, key, step_start)
     if isinstance(before, StepOffer):
         keep = [k or name in before.names for name, k in zip(names, keep)]
-    context.state.steps.put(slot, StepOffer(key, frozenset(n for n, k in zip(names, keep) if k)))
+    await context.state.steps.save(context, slot,
+                                   StepOffer(key, frozenset(n for n, k in zip(names, keep) if k)))
     return keep
 
 

@@ -70,12 +70,16 @@ class SessionKeys:
         return f"{self._base}:quarantine"
 
     @property
+    def steps(self) -> str:  # hash: stage -> its record of the latest agent step (state/steps.py)
+        return f"{self._base}:steps"
+
+    @property
     def lock(self) -> str:
         return f"{self._base}:lock"
 
     def data_keys(self) -> list[str]:
         return [self.meta, self.turns, self.active, self.chain, self.embeddings,
-                self.reports, self.report_ids, self.quarantine, *self.stale_embeddings]
+                self.reports, self.report_ids, self.quarantine, self.steps, *self.stale_embeddings]
 
 
 def tenant_index(tenant: str) -> str:
