@@ -418,7 +418,7 @@ class Hygiene:
                 break
             finally:
                 run.latency_ms = round((time.perf_counter() - started) * 1000, 3)
-        call.poison_checked = channels.poison_checked
+        call.channels = channels
         if call.policy.stages:
             try:
                 validate_outgoing(history, draft)
@@ -496,7 +496,7 @@ class Call:
     chains: list[str] = field(default_factory=list)
     new_turns: list[TurnRecord] = field(default_factory=list)
     tokens_before: int = 0
-    poison_checked: int | None = None  # Channels.poison_checked of the call path, for after the reply
+    channels: Channels | None = None  # what the call path's stages left (after the reply, commit)
     stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     state: CallState = CallState.PREPARED
     prepared_at: float = 0.0
@@ -633,7 +633,8 @@ class Call:
                     turns=turns,
                     truncate_to=prefix.diverged_at, report=report,
                     meta={"policy": self.policy.name, "model": self.body.get("model", "")},
-                    tokens_base=prefix.tokens_matched)
+                    tokens_base=prefix.tokens_matched,
+                    steps=self.channels.step_records if self.channels is not None else {})
                 try:
                     await self.store.commit(self.handle, self.lock, write, ttl=self.policy.ttl_seconds)
                 except (StoreUnavailable, LockError) as failure:
@@ -728,7 +729,8 @@ class Call:
         return StageContext(self.policy, self.body.get("model", ""), history, self.hygiene.state,
                             report, report.stage("after_reply"), session=self.handle,
                             store=self.store, stored_positions=len(history), chains=chains,
-                            channels=Channels(poison_checked=self.poison_checked))
+                            channels=Channels(poison_checked=self.channels.poison_checked
+                                              if self.channels is not None else None))
 
 
 PreparedCall = Call  # the name adapters written before the lifecycle API use

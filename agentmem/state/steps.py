@@ -20,9 +20,10 @@ same history through the step's user message (its chain hash), and the same draf
 the stage received it (which messages earlier stages dropped or rewrote, and the sentences
 quarantine withheld). Anything else recomputes: a new quarantine decision still applies at
 once. Each record is kept in process and beside the session in Redis (one hash field per
-stage, written when it changes, read when the process has no record for the step): a step
-whose calls land on several workers (``serve --workers N``) keeps one prefix too. Redis
-faults only cost the stability (the stage decides anew), never the call.
+stage, written with the call's commit when it changed, read on a step's later call when the
+process has no record for it): a step whose calls land on several workers (``serve
+--workers N``) keeps one prefix too. Redis faults only cost the stability (the stage decides
+anew), never the call.
 """
 
 from __future__ import annotations
@@ -111,21 +112,13 @@ class StepMemo:
         self.put(slot, shared)
         return shared
 
-    async def save(self, context: StageContext, slot: Slot, record: StepOutcome | StepOffer) -> None:
-        """Keep the record here and beside the session (for the step's calls on other workers)."""
+    def save(self, context: StageContext, slot: Slot, record: StepOutcome | StepOffer) -> None:
+        """Keep the record here, and hand it to the call's commit, which writes it beside the
+        session in the same round trip (for the step's calls on other workers)."""
         before = self._items.get(slot)
         self.put(slot, record)
-        if context.store is None or context.session is None or before == record:
-            return
-        name, ttl = context.session.keys.steps, context.policy.ttl_seconds
-        try:
-            async with context.store.redis.pipeline(transaction=False) as pipe:
-                pipe.hset(name, slot[2], _encoded(record))
-                if ttl:
-                    pipe.expire(name, ttl)
-                await pipe.execute()
-        except RedisError as error:
-            log.warning("session %s: step record not stored: %s", slot[1], error)
+        if context.session is not None and before != record:
+            context.channels.step_records[slot[2]] = _encoded(record)
 
 
 def _encoded(record: StepOutcome | StepOffer) -> str:
@@ -201,8 +194,8 @@ class StepReplay:
         replaced = {index: (held.message, held.tokens) for index, held in kept.items()
                     if held.message is not self.entry.get(index)}
         dropped = array("q", sorted(set(self.entry) - set(kept)))
-        await self.memo.save(self.context, self.slot,
-                             StepOutcome(self.key, dropped, replaced, tuple(run.decisions)))
+        self.memo.save(self.context, self.slot,
+                       StepOutcome(self.key, dropped, replaced, tuple(run.decisions)))
 
 
 async def offered_in_step(context: StageContext, step_start: int, names: list[str],
@@ -223,8 +216,8 @@ async def offered_in_step(context: StageContext, step_start: int, names: list[st
     before = await context.state.steps.load(context, slot, key, step_start)
     if isinstance(before, StepOffer):
         keep = [k or name in before.names for name, k in zip(names, keep)]
-    await context.state.steps.save(context, slot,
-                                   StepOffer(key, frozenset(n for n, k in zip(names, keep) if k)))
+    context.state.steps.save(context, slot,
+                             StepOffer(key, frozenset(n for n, k in zip(names, keep) if k)))
     return keep
 
 

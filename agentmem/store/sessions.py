@@ -88,6 +88,7 @@ class PendingWrite:
     report: Report | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     tokens_base: int = 0  # cumulative tokens of the history before the first new turn
+    steps: dict[str, str] = field(default_factory=dict)  # stage -> its agent-step record (state/steps.py)
 
 
 def _wrap_errors(func):
@@ -379,15 +380,17 @@ class SessionStore:
         args.append(1 if release and lock is not None else 0)
         # The tenant's session index lives in its own slot, so it cannot join the script; it
         # is sent alongside on a second connection (one round trip on the call path, not two).
-        # A stale index entry is harmless: listing drops ids whose session is gone.
-        outcomes: tuple[Any, Any] = await asyncio.gather(
+        # A stale index entry is harmless: listing drops ids whose session is gone. So are the
+        # agent-step records: a missing one only makes another worker decide the step anew.
+        outcomes: tuple[Any, ...] = await asyncio.gather(
             self._commit_script(
                 keys=[keys.lock, keys.meta, keys.turns, keys.active, keys.chain, keys.reports,
                       keys.report_ids, keys.embeddings, keys.quarantine], args=args,
                 client=self.redis),
             self.redis.zadd(tenant_index(handle.tenant), {handle.session_id: now}),
+            self._write_steps(keys.steps, write.steps, ttl),
             return_exceptions=True)
-        committed, indexed = outcomes
+        committed, indexed, stepped = outcomes
         if isinstance(committed, ResponseError) and "LOCKLOST" in str(committed):
             raise LockError("the session lock expired before the call could be stored") from None
         if isinstance(committed, BaseException):
@@ -397,6 +400,18 @@ class SessionStore:
         if isinstance(indexed, Exception):  # the call is stored: only the listing is behind
             log.warning("session %s: the tenant's session index was not updated: %s",
                         handle.session_id, indexed)
+        if isinstance(stepped, Exception):
+            log.warning("session %s: the agent-step records were not stored: %s",
+                        handle.session_id, stepped)
+
+    async def _write_steps(self, name: str, records: dict[str, str], ttl: int | None) -> None:
+        if not records:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(name, mapping=records)
+            if ttl:
+                pipe.expire(name, ttl)
+            await pipe.execute()
 
     @_wrap_errors
     async def add_embeddings(self, handle: SessionHandle, embeddings: dict[int, bytes], *,
