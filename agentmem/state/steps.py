@@ -117,8 +117,12 @@ class StepMemo:
         session in the same round trip (for the step's calls on other workers)."""
         before = self._items.get(slot)
         self.put(slot, record)
-        if context.session is not None and before != record:
+        if context.session is None or before == record:
+            return
+        try:
             context.channels.step_records[slot[2]] = _encoded(record)
+        except (TypeError, ValueError) as error:  # a library caller's message not JSON: kept here only
+            log.warning("session %s: step record not shared: %s", slot[1], error)
 
 
 def _encoded(record: StepOutcome | StepOffer) -> str:
