@@ -235,9 +235,9 @@ async def test_a_tool_call_reply_does_not_repeat_the_call_paths_poison_check(tmp
     runs: list[int] = []
     checked = detectors.poison_records
 
-    def counting(scope):
+    def counting(scope, *rest):
         runs.append(scope.statements.size)
-        return checked(scope)
+        return checked(scope, *rest)
 
     monkeypatch.setattr(detectors, "poison_records", counting)
     hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path))

@@ -18,7 +18,8 @@ from agentmem.models.runtime import embed, run_inference
 from agentmem.quarantine.clash import (Clash, all_rule_clashes, clash_sources, load_nli, nli_candidates,
                                        settle, undecided)
 from agentmem.quarantine.judge import Judge
-from agentmem.quarantine.poison import detect_poison, remember_clause_vectors, unembedded_clauses
+from agentmem.quarantine.poison import (ClaimScan, detect_poison, remember_clause_vectors, scan_claims,
+                                        unembedded_clauses)
 from agentmem.quarantine.records import QuarantineRecord
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.quarantine.statements import Statements
@@ -75,9 +76,9 @@ class PoisonDetector:
         return settings.poison
 
     async def detect(self, scope: Scope) -> list[QuarantineRecord]:
+        scan = None
         if scope.encode is not None:  # the new clauses' vectors in parallel chunks, first
-            since = poison_since(scope.statements, scope.settings)
-            texts = await run_inference(unembedded_clauses, scope.statements, scope.settings, since)
+            scan, texts = await run_inference(_scan_unembedded, scope)
             budget = scope.clause_budget
             if budget is not None and len(texts) > budget:  # a long history's first call
                 scope.warnings.append(
@@ -86,7 +87,14 @@ class PoisonDetector:
                 return []
             if texts:
                 remember_clause_vectors(texts, await embed(scope.encode, texts, bounded=False))
-        return await run_inference(poison_records, scope)
+        return await run_inference(poison_records, scope, scan)
+
+
+def _scan_unembedded(scope: Scope) -> tuple[ClaimScan, list[str]]:
+    """The window's claim clauses (read once: the detection reuses them) and those of them
+    still without a vector."""
+    scan = scan_claims(scope.statements, poison_since(scope.statements, scope.settings))
+    return scan, unembedded_clauses(scope.statements, scope.settings, scan)
 
 
 class ClashDetector:
@@ -125,10 +133,10 @@ class ClashDetector:
 DETECTORS: tuple[Detector, ...] = (ClashDetector(), PoisonDetector())
 
 
-def poison_records(scope: Scope) -> list[QuarantineRecord]:
+def poison_records(scope: Scope, scan: ClaimScan | None = None) -> list[QuarantineRecord]:
     """One record per unsupported recurring claim, holding every occurrence: new claims make
     new records; a claim already recorded gains its new occurrences (``scope.grown``), unless
-    a person released or confirmed it."""
+    a person released or confirmed it. ``scan``: the window's claim clauses, if read already."""
     statements, settings, known = scope.statements, scope.settings, scope.known
     confirmed_rows = [scope.row_of[key] for r in scope.records
                       if r.kind == "poison" and r.status == "confirmed"
@@ -136,7 +144,8 @@ def poison_records(scope: Scope) -> list[QuarantineRecord]:
     confirmed = statements.vectors[confirmed_rows] if confirmed_rows else None
     out = []
     for finding in detect_poison(statements, settings, confirmed=confirmed,
-                                 since_position=poison_since(statements, settings), encode=scope.encode):
+                                 since_position=poison_since(statements, settings), encode=scope.encode,
+                                 scan=scan):
         fresh = [row for row in finding.rows if scope.key_of(row) not in known]
         if not fresh:
             continue

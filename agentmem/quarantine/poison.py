@@ -631,14 +631,17 @@ def _keep(kept: list[_Entry], entry: _Entry, replaced: _Entry | None) -> None:
 
 
 @dataclass(frozen=True)
-class _ClaimScan:
+class ClaimScan:
+    """The window's claim clauses, read once per detection (``scan_claims``)."""
+
+    since_position: int  # the window's first position
     clauses: list[Clause]  # the claim clauses of the window
     claimant: np.ndarray  # per row: a claim's source (assistant, untrusted, relayed text)
     framed: np.ndarray  # per row: a JSON answer's frame (keys, URL pattern)
     peers: bool  # no tool and no system prompt: people talking
 
 
-def _scan_claims(statements: Statements, since_position: int) -> _ClaimScan:
+def scan_claims(statements: Statements, since_position: int) -> ClaimScan:
     """The claim clauses of the turns from ``since_position`` on, and who may make claims."""
     claimant = np.asarray([t in {"assistant", "untrusted"} or bool(r)
                            for t, r in zip(statements.trust, statements.relayed)], dtype=bool)
@@ -655,15 +658,16 @@ def _scan_claims(statements: Statements, since_position: int) -> _ClaimScan:
     if not tools:
         clauses = [c for c in clauses
                    if statements.trust[c.row] != "assistant" or not is_self_description(c.text)]
-    return _ClaimScan(clauses, claimant, framed, not tools and "system" not in statements.trust)
+    return ClaimScan(since_position, clauses, claimant, framed,
+                     not tools and "system" not in statements.trust)
 
 
-def unembedded_clauses(statements: Statements, settings, since_position: int = 0) -> list[str]:
+def unembedded_clauses(statements: Statements, settings, scan: ClaimScan) -> list[str]:
     """The clause texts ``detect_poison`` would embed that no earlier run has: a caller with
     the inference pool embeds them in parallel chunks (``remember_clause_vectors``) first,
     where the detection, one job, would embed them in one serial batch (an agent's new search
     result: ~35 clauses, 160-300 ms on the call path)."""
-    clauses = _scan_claims(statements, since_position).clauses
+    clauses = scan.clauses
     if len({c.position for c in clauses}) < settings.min_occurrences:
         return []
     texts = dict.fromkeys(clauses[k].text for k in _own_vectors(statements, clauses))
@@ -682,12 +686,14 @@ def remember_clause_vectors(texts: list[str], vectors: list[np.ndarray | None]) 
 
 
 def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | None = None,
-                  since_position: int = 0, encode: Encoder | None = None) -> list[PoisonFinding]:
+                  since_position: int = 0, encode: Encoder | None = None,
+                  scan: ClaimScan | None = None) -> list[PoisonFinding]:
     """Unsupported recurring claims among the turns from ``since_position`` on (older records
     persist on their own). ``confirmed``: vectors of claims a human confirmed. ``encode``:
     the embedder for clause vectors (the one that made ``statements.vectors``; default: the
-    shipped MiniLM)."""
-    scan = _scan_claims(statements, since_position)
+    shipped MiniLM). ``scan``: these statements' ``scan_claims``, when the caller has it."""
+    if scan is None or scan.since_position != since_position:
+        scan = scan_claims(statements, since_position)
     clauses, claimant, framed, peers = scan.clauses, scan.claimant, scan.framed, scan.peers
     if len({c.position for c in clauses}) < settings.min_occurrences:
         return []
