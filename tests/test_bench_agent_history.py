@@ -110,24 +110,38 @@ def test_reruns_repeat_an_earlier_step_and_leave_the_draw_alone():
 def test_follow_up_calls_of_a_step_send_the_history_before_it_unchanged(tmp_path):
     """Each final question's step gets a second call (a search answered with passages the
     session never saw): with ``prune.step_stable`` (the default) the history before the step
-    goes out as on the first call, byte for byte; decided anew it does not."""
+    goes out as on the first call, byte for byte, also when the second call comes back to back
+    (before the first call's background work is done); decided anew it does not."""
     source = tmp_path / "towns.jsonl"
     source.write_text("".join(r.model_dump_json() + "\n" for r in _records()))
     shares = {}
-    for stable in ("true", "false"):
+    for stable, back_to_back in (("true", False), ("true", True), ("false", False)):
         policy = tmp_path / f"prune_{stable}.yaml"
         policy.write_text("extends: default\nname: prune-only\nstages: [prune]\n"
                           "prune: {history_floor_tokens: 100, history_fraction: 0.08, "
                           f"step_stable: {stable}}}\n")
-        out = tmp_path / f"result_{stable}.json"
+        out = tmp_path / f"result_{stable}_{back_to_back}.json"
         done = subprocess.run([sys.executable, "-m", "agentmem", "bench", "agent-history",
                                "--data", str(source), "--policy", str(policy), "--steps", "9",
                                "--sessions", "1", "--per-session", "6", "--results", "2",
-                               "--follow-up", "--json", str(out)],
+                               "--follow-up", *(["--back-to-back"] if back_to_back else []),
+                               "--json", str(out)],
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
         result = json.loads(out.read_text())
         assert result["follow_up"]["n"] == result["n"] >= 3
-        shares[stable] = result["follow_up"]["prefix_identical"]
-    assert shares["true"] == 1.0
-    assert shares["false"] < 1.0
+        assert result.get("back_to_back", False) is back_to_back
+        shares[stable, back_to_back] = result["follow_up"]["prefix_identical"]
+    assert shares["true", False] == 1.0
+    assert shares["true", True] == 1.0
+    assert shares["false", False] < 1.0
+
+
+def test_back_to_back_needs_a_second_call(tmp_path):
+    source = tmp_path / "towns.jsonl"
+    source.write_text("".join(r.model_dump_json() + "\n" for r in _records()))
+    done = subprocess.run([sys.executable, "-m", "agentmem", "bench", "agent-history", "--data",
+                           str(source), "--back-to-back"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert "--back-to-back" in done.stderr and "--follow-up" in done.stderr

@@ -174,7 +174,7 @@ def _prefix(result: Any, before: int) -> list[dict[str, Any]]:
 
 async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ...],
                result_format: ResultFormat = "prose", follow_up: bool = False,
-               results: int = 3) -> dict[str, Any]:
+               results: int = 3, back_to_back: bool = False) -> dict[str, Any]:
     from agentmem.models.embedder import default_embedder
 
     embedder = default_embedder()
@@ -236,7 +236,8 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                                    for found in rows_of_gold)
                     hits[2] += len(final.gold)
                     if follow_up:
-                        await hygiene.drain()  # the reply's work, done while the tool runs
+                        if not back_to_back:
+                            await hygiene.drain()  # the reply's work, done while the tool runs
                         found = session.spare[results * number_in_session:][:results]
                         started = time.perf_counter()
                         later = await hygiene.apply(
@@ -296,18 +297,22 @@ def _follow_up_result(calls: list[tuple[bool, float, float]]) -> dict[str, Any]:
 def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), steps: int = 40,
                       sessions: int = 4, per_session: int = 20, results: int = 3,
                       rerun_every: int = 0, seed: int = 0,
-                      result_format: ResultFormat = "prose", follow_up: bool = False
-                      ) -> dict[str, Any]:
+                      result_format: ResultFormat = "prose", follow_up: bool = False,
+                      back_to_back: bool = False) -> dict[str, Any]:
     """The bench for ``policy`` (and each of ``compare``) on sessions built from prune
     records (``build_sessions``). ``follow_up``: each final question's step gets a second
     call (the agent's search for it, answered with passages the session never saw), measured
     for whether the history before the step goes out as on the first call (``follow_up`` in
     the result; the second call's turns are stored, so the next question diverges from them
-    as a client's edit would)."""
+    as a client's edit would). ``back_to_back``: the second call comes as soon as the first
+    returns (a tool that answers at once), so it competes with the first call's background
+    work for the cores, where by default that work is done first (a tool slower than it)."""
     built = build_sessions(passages_of(records), steps=steps, sessions=sessions,
                            per_session=per_session, results=results, rerun_every=rerun_every,
                            seed=seed, result_format=result_format)
-    result = asyncio.run(_run(built, policy, compare, result_format, follow_up, results))
+    result = asyncio.run(_run(built, policy, compare, result_format, follow_up, results,
+                              back_to_back))
     result.update(steps=steps, sessions=sessions, per_session=per_session, results=results,
-                  rerun_every=rerun_every, seed=seed, result_format=result_format)
+                  rerun_every=rerun_every, seed=seed, result_format=result_format,
+                  **({"back_to_back": True} if back_to_back else {}))
     return result

@@ -131,6 +131,11 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
                                                  "question's step a second call (a search with "
                                                  "new results): is the history before the step "
                                                  "sent as on the first call?"),
+                  back_to_back: bool = typer.Option(False, "--back-to-back", help="With "
+                                                    "--follow-up: send the second call as soon "
+                                                    "as the first returns, not after its "
+                                                    "background work (a tool that answers at "
+                                                    "once)."),
                   json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
     """Agent sessions built from passages: does the answer in an older tool output reach the
     model (agentmem/bench/agent_history.py)?"""
@@ -138,6 +143,9 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
 
     if result_format not in ("prose", "json"):
         typer.echo(f"error: --result-format must be prose or json, not {result_format!r}", err=True)
+        raise typer.Exit(2)
+    if back_to_back and not follow_up:
+        typer.echo("error: --back-to-back times the second call: it needs --follow-up", err=True)
         raise typer.Exit(2)
     try:
         records = READERS["prune"](data)
@@ -148,8 +156,8 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
         records, policy=policy, compare=tuple(p.strip() for p in compare.split(",") if p.strip()),
         steps=steps, sessions=sessions, per_session=per_session, results=results,
         rerun_every=rerun_every, seed=seed,
-        result_format="json" if result_format == "json" else "prose", follow_up=follow_up),
-        json_out)
+        result_format="json" if result_format == "json" else "prose", follow_up=follow_up,
+        back_to_back=back_to_back), json_out)
 
 
 @bench_app.command("tools-cv")
