@@ -25,6 +25,7 @@ from agentmem.quarantine.poison import (
     detect_poison,
     entities_of,
     group_clauses,
+    meaning_pairs,
     split_clauses,
     support_level,
     unsupported_details,
@@ -609,6 +610,52 @@ def test_the_pair_tables_match_a_pairwise_reading():
             assert reach[np.ix_(component, component)].all()
             assert reach[component[0]].sum() == len(component)
 
+
+
+def _chain_link(a: int, b: int, clauses: list[Clause], gaps: dict[int, frozenset[str]],
+                anchors: set[str], similarity: np.ndarray) -> bool:
+    """A pair of a chain, read directly from ``claim_chains``' definition."""
+    if clauses[a].position == clauses[b].position:
+        return False
+    near = float(similarity[a, b])
+    if gaps[a] & gaps[b] & anchors and near >= 0.35:
+        return True
+    amounts = [{d for d in clauses[k].entities if d[:1] == "#"} for k in (a, b)]
+    same_values = not (amounts[0] and amounts[1]) or bool(amounts[0] & amounts[1])
+    para = max(0.5, SETTINGS.recurrence_similarity)
+    return near >= para and same_values and (bool(gaps[a] & gaps[b]) or near >= 0.6)
+
+
+def test_chains_read_the_detections_close_pairs_as_a_pairwise_reading():
+    """The chains take the detection's close pairs (``meaning_pairs`` over every clause at the
+    recurrence bar) and read similarities in place: the same chains as reading every pair of
+    the members (random clauses, similarities and member subsets)."""
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(12)] + ["#3", "#12"]
+    for _ in range(150):
+        n = int(rng.integers(0, 30))
+        clauses = []
+        for i in range(n):
+            details = frozenset(rng.choice(words, size=int(rng.integers(2, 5)), replace=False).tolist())
+            clauses.append(Clause(i, int(rng.integers(0, 6)), f"c{i}", details,
+                                  frozenset(d for d in details if d[:1] == "#" or rng.random() < 0.5)))
+        vectors = rng.normal(size=(n, 4)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-9
+        similarity = vectors @ vectors.T
+        members = sorted(rng.choice(n, size=int(rng.integers(0, n + 1)), replace=False).tolist()) if n else []
+        gaps = {k: frozenset(list(clauses[k].details)[:2]) for k in members}
+        anchors = set(rng.choice(words, size=6, replace=False).tolist())
+
+        edges = [(i, j) for i in range(len(members)) for j in range(i + 1, len(members))
+                 if _chain_link(members[i], members[j], clauses, gaps, anchors, similarity)]
+        expected = [[members[i] for i in c]
+                    for c in _components(len(members), np.asarray(edges, dtype=np.int64).reshape(-1, 2))
+                    if len(c) > 1] if len(members) > 1 else []
+        close = meaning_pairs(similarity, SETTINGS.recurrence_similarity)
+        assert claim_chains(members, gaps, anchors, clauses, similarity, SETTINGS, close) == expected
+        assert claim_chains(members, gaps, anchors, clauses, similarity, SETTINGS) == expected
+        same = group_clauses(clauses, similarity, SETTINGS, {}, 10)
+        assert group_clauses(clauses, similarity, SETTINGS, {}, 10, same_meaning=close) == same
 
 SEARCHED = {"results": [
     {"url": f"https://forum.example.com/t/{i}", "title": f"Kettle & Loom {i}",

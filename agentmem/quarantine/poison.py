@@ -717,9 +717,17 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     # open block of a full matrix cost a copy of it (~30 ms at 2,000 clauses); usually (a
     # session with few trusted sources) almost every clause is open.
     similarity = vectors @ vectors.T
-    for group in group_clauses([clauses[k] for k in open_],
-                               similarity if len(open_) == len(clauses) else similarity[np.ix_(open_, open_)],
-                               settings, frequency, total_turns):
+    close = meaning_pairs(similarity, settings.recurrence_similarity)  # the grouping's and chains'
+    if len(open_) == len(clauses):
+        open_similarity, open_close = similarity, close
+    else:
+        open_similarity = similarity[np.ix_(open_, open_)]
+        local = np.full(len(clauses), -1)
+        local[open_] = np.arange(len(open_))
+        open_close = local[close]
+        open_close = open_close[(open_close[:, 0] >= 0) & (open_close[:, 1] >= 0)]
+    for group in group_clauses([clauses[k] for k in open_], open_similarity, settings, frequency,
+                               total_turns, same_meaning=open_close):
         pause_point()
         members = [open_[i] for i in group]
         first = min(clauses[k].position for k in members)
@@ -737,7 +745,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             anchors &= {e for k in members for e in clauses[k].entities}
         if not anchors:
             continue
-        for flagged in claim_chains(members, gaps, anchors, clauses, similarity, settings):
+        for flagged in claim_chains(members, gaps, anchors, clauses, similarity, settings, close):
             turns: dict[str, set[int]] = {}
             for k in flagged:
                 for a in gaps[k] & anchors:
@@ -1126,33 +1134,54 @@ PARAPHRASE_SIMILARITY = 0.5  # ... or the same meaning in other words
 
 
 def claim_chains(members: list[int], gaps: dict[int, frozenset[str]], anchors: set[str],
-                 clauses: list[Clause], similarity: np.ndarray, settings) -> list[list[int]]:
+                 clauses: list[Clause], similarity: np.ndarray, settings,
+                 close: np.ndarray | None = None) -> list[list[int]]:
     """The members that repeat one claim: linked when they share an unsupported detail and a
     related meaning, or say the same thing in other words. A candidate group chains loosely
-    (a shared name, a shared number); a claim must hold together pairwise."""
+    (a shared name, a shared number); a claim must hold together pairwise. ``members``
+    ascending; ``close``: the pairs of ``clauses`` at or above the recurrence bar
+    (``meaning_pairs``), when the caller has them."""
     m = len(members)
     if m < 2:
         return []
     # Pairs as lists, not m x m matrices (a chatty window's group holds ~2,000 clauses): the
-    # pairs sharing an anchor, and the close ones that may be paraphrases, checked each.
-    similarity = similarity[np.ix_(members, members)]
+    # pairs sharing an anchor, and the close ones that may be paraphrases, checked each. The
+    # similarities are read in place and the close pairs are the grouping's own: a copy of
+    # the group's block and a scan of it cost ~50-100 ms a detection at 2,000 clauses.
+    index = np.asarray(members)
     positions = np.asarray([clauses[k].position for k in members])
     para = max(PARAPHRASE_SIMILARITY, settings.recurrence_similarity)
     by_anchor, _ = _shared_counts([gaps[k] & anchors for k in members])
-    by_anchor = by_anchor[similarity[by_anchor[:, 0], by_anchor[:, 1]] >= LINK_SIMILARITY]
-    close = np.argwhere(np.triu(similarity >= para, k=1))
+    by_anchor = by_anchor[similarity[index[by_anchor[:, 0]], index[by_anchor[:, 1]]] >= LINK_SIMILARITY]
+    if close is None:
+        close = meaning_pairs(similarity, para)
+    local = np.full(len(similarity), -1)
+    local[index] = np.arange(m)
+    close = local[close]  # ascending members keep each pair's order
+    close = close[(close[:, 0] >= 0) & (close[:, 1] >= 0)]
     left, right = close[:, 0], close[:, 1]
+    between = similarity[index[left], index[right]]
+    close, left, right, between = (a[between >= para] for a in (close, left, right, between))
     amounts = [{d for d in clauses[k].entities if d[:1] == "#"} for k in members]
     gapped = [gaps[k] for k in members]
     close_pairs = close.tolist()  # these only: a common unsupported word is in thousands
     same_values = np.asarray([not (amounts[i] and amounts[j]) or not amounts[i].isdisjoint(amounts[j])
                               for i, j in close_pairs], dtype=bool)
     shares_gap = np.asarray([not gapped[i].isdisjoint(gapped[j]) for i, j in close_pairs], dtype=bool)
-    paraphrase = close[same_values & (shares_gap | (similarity[left, right] >= CLOSE_PARAPHRASE))]
-    pairs = np.concatenate((by_anchor, paraphrase))
+    paraphrase = close[same_values & (shares_gap | (between >= CLOSE_PARAPHRASE))]
+    pairs = np.concatenate((by_anchor, paraphrase.reshape(-1, 2)))
     pairs = pairs[positions[pairs[:, 0]] != positions[pairs[:, 1]]]
     return [[members[i] for i in component] for component in _components(m, pairs)
             if len(component) > 1]
+
+
+def meaning_pairs(similarity: np.ndarray, bar: float) -> np.ndarray:
+    """The pairs (i, j), i < j, whose similarity is at or above ``bar``, in row order: computed
+    once a detection, for the grouping and, above the paraphrase bar, the chains. (Every
+    close pair, then the upper ones: half the time of masking the matrix's lower triangle.)"""
+    left, right = np.nonzero(similarity >= bar)
+    upper = left < right
+    return np.stack((left[upper], right[upper]), axis=1)
 
 
 def _other_amounts(clause: Clause, gap: frozenset[str], amounts: set[str]) -> bool:
@@ -1238,10 +1267,12 @@ def _components(n: int, pairs: np.ndarray) -> list[list[int]]:
 
 
 def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
-                  frequency: dict[str, int], total_turns: int) -> list[list[int]]:
+                  frequency: dict[str, int], total_turns: int,
+                  same_meaning: np.ndarray | None = None) -> list[list[int]]:
     """Candidate groups: connected clauses of different turns with the same meaning (cosine
     above the recurrence bar), a related meaning (above half of it) and a shared specific
-    word, or two shared specific words."""
+    word, or two shared specific words. ``same_meaning``: the first kind of pairs
+    (``meaning_pairs`` at the recurrence bar), when the caller has them."""
     n = len(clauses)
     if not n:
         return []
@@ -1254,7 +1285,8 @@ def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
                 specific[word] = _specific(word, frequency, total_turns)
     # The pairs as lists, not n x n matrices: a chatty session's window has ~2,000 clauses,
     # and counting shared words into a matrix cost more than the rest of the grouping.
-    same_meaning = np.argwhere(np.triu(similarity >= bar, k=1))
+    if same_meaning is None:
+        same_meaning = meaning_pairs(similarity, bar)
     word_pairs, shared = _shared_counts([{w for w in c.details if specific[w]} for c in clauses])
     related = (shared >= 2) | (similarity[word_pairs[:, 0], word_pairs[:, 1]] >= bar / 2)
     pairs = np.concatenate((same_meaning, word_pairs[related]))
