@@ -16,8 +16,7 @@ def test_a_bench_engine_is_timed_as_the_server_runs_and_restores_the_process(mon
     engine warm; outside again: the process as it was."""
     monkeypatch.delenv("AGENTMEM_GC_FREEZE", raising=False)
     monkeypatch.delenv("AGENTMEM_SWITCH_INTERVAL_MS", raising=False)
-    switch, thresholds = sys.getswitchinterval(), gc.get_threshold()
-    assert gc.get_freeze_count() == 0
+    switch, thresholds, frozen = sys.getswitchinterval(), gc.get_threshold(), gc.get_freeze_count()
     seen = {}
 
     async def run() -> None:
@@ -31,8 +30,10 @@ def test_a_bench_engine_is_timed_as_the_server_runs_and_restores_the_process(mon
             seen["new"] = result.report.ingest.new_turns
 
     asyncio.run(run())
-    assert seen["switch"] == SWITCH_INTERVAL_S and seen["thresholds"] == GC_THRESHOLDS
+    assert seen["switch"] == SWITCH_INTERVAL_S
     assert seen["frozen"] > 10_000  # the imports' objects
+    if not frozen:  # a server test of this process may have tuned the collector already
+        assert seen["thresholds"] == GC_THRESHOLDS
     assert seen["loaded"] and seen["new"] == 1
     assert (sys.getswitchinterval(), gc.get_threshold()) == (switch, thresholds)
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == frozen

@@ -32,16 +32,19 @@ async def scratch_hygiene(policy: str | Policy, name: str) -> AsyncIterator[Hygi
     from agentmem.models.runtime import favour_latency, freeze_startup_objects
 
     switch, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    ours = gc.get_freeze_count() == 0  # else the process's collector is tuned already: left be
     with tempfile.TemporaryDirectory(prefix=f"agentmem-{name}-", ignore_cleanup_errors=True) as folder:
         hygiene = Hygiene(policy, settings=Settings(data_dir=folder))
         try:
             favour_latency()  # as the proxy's lifespan does
             await hygiene.warm_up(models=hygiene.policy.embed)
-            freeze_startup_objects()  # ... once warm
+            if ours:
+                freeze_startup_objects()  # ... once warm
             yield hygiene
         finally:
             await hygiene.aclose()
             hygiene.connector.close()
-            gc.unfreeze()
-            gc.set_threshold(*thresholds)
+            if ours:
+                gc.unfreeze()
+                gc.set_threshold(*thresholds)
             sys.setswitchinterval(switch)

@@ -722,10 +722,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
         open_similarity, open_close = similarity, close
     else:
         open_similarity = similarity[np.ix_(open_, open_)]
-        local = np.full(len(clauses), -1)
-        local[open_] = np.arange(len(open_))
-        open_close = local[close]
-        open_close = open_close[(open_close[:, 0] >= 0) & (open_close[:, 1] >= 0)]
+        open_close = pairs_among(close, np.asarray(open_, dtype=np.int64), len(clauses))
     for group in group_clauses([clauses[k] for k in open_], open_similarity, settings, frequency,
                                total_turns, same_meaning=open_close):
         pause_point()
@@ -1155,10 +1152,7 @@ def claim_chains(members: list[int], gaps: dict[int, frozenset[str]], anchors: s
     by_anchor = by_anchor[similarity[index[by_anchor[:, 0]], index[by_anchor[:, 1]]] >= LINK_SIMILARITY]
     if close is None:
         close = meaning_pairs(similarity, para)
-    local = np.full(len(similarity), -1)
-    local[index] = np.arange(m)
-    close = local[close]  # ascending members keep each pair's order
-    close = close[(close[:, 0] >= 0) & (close[:, 1] >= 0)]
+    close = pairs_among(close, index, len(similarity))
     left, right = close[:, 0], close[:, 1]
     between = similarity[index[left], index[right]]
     close, left, right, between = (a[between >= para] for a in (close, left, right, between))
@@ -1169,7 +1163,7 @@ def claim_chains(members: list[int], gaps: dict[int, frozenset[str]], anchors: s
                               for i, j in close_pairs], dtype=bool)
     shares_gap = np.asarray([not gapped[i].isdisjoint(gapped[j]) for i, j in close_pairs], dtype=bool)
     paraphrase = close[same_values & (shares_gap | (between >= CLOSE_PARAPHRASE))]
-    pairs = np.concatenate((by_anchor, paraphrase.reshape(-1, 2)))
+    pairs = np.concatenate((by_anchor, paraphrase))
     pairs = pairs[positions[pairs[:, 0]] != positions[pairs[:, 1]]]
     return [[members[i] for i in component] for component in _components(m, pairs)
             if len(component) > 1]
@@ -1182,6 +1176,15 @@ def meaning_pairs(similarity: np.ndarray, bar: float) -> np.ndarray:
     left, right = np.nonzero(similarity >= bar)
     upper = left < right
     return np.stack((left[upper], right[upper]), axis=1)
+
+
+def pairs_among(pairs: np.ndarray, members: np.ndarray, size: int) -> np.ndarray:
+    """The pairs between two of ``members`` (ascending indices out of ``size``), renumbered
+    by their place among the members; ascending members keep each pair's order."""
+    local = np.full(size, -1)
+    local[members] = np.arange(len(members))
+    inside = local[pairs]
+    return inside[(inside[:, 0] >= 0) & (inside[:, 1] >= 0)]
 
 
 def _other_amounts(clause: Clause, gap: frozenset[str], amounts: set[str]) -> bool:
