@@ -50,6 +50,7 @@ from agentmem.policy import Policy, load_policy
 from agentmem.report import Report, StageRun
 from agentmem.stages import Channels, Draft, Stage, StageContext, build_stages
 from agentmem.state import CacheLimits, EngineState
+from agentmem.state.steps import shared_records
 from agentmem.store import RedisConnector, SessionHandle, SessionStore, StoreUnavailable
 from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
 from agentmem.text import count_tokens
@@ -634,7 +635,8 @@ class Call:
                     truncate_to=prefix.diverged_at, report=report,
                     meta={"policy": self.policy.name, "model": self.body.get("model", "")},
                     tokens_base=prefix.tokens_matched,
-                    steps=self.channels.step_records if self.channels is not None else {})
+                    steps=shared_records(self.channels.step_records, reply, self.handle.session_id)
+                    if self.channels is not None else {})
                 try:
                     await self.store.commit(self.handle, self.lock, write, ttl=self.policy.ttl_seconds)
                 except (StoreUnavailable, LockError) as failure:

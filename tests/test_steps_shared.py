@@ -75,3 +75,28 @@ async def test_a_steps_later_call_on_another_worker_offers_the_tools_the_first_o
         for worker in workers:
             await worker.aclose()
             worker.connector.close()
+
+
+async def test_only_a_reply_that_continues_the_step_leaves_its_record_to_share(redis_server):
+    """A chat answer ends its step: no later call will read the record, so it is neither
+    encoded nor written; a tool call continues the step, so it is, beside the session."""
+    worker = Hygiene("off", settings=Settings(redis_url=redis_server.url))
+    plain = redis.Redis.from_url(redis_server.url)
+    replies = {"answer": {"role": "assistant", "content": "Pasta with garlic and olive oil."},
+               "tool call": {"role": "assistant", "content": None, "tool_calls": [{
+                   "id": "t9", "type": "function",
+                   "function": {"name": "find_recipe", "arguments": "{\"q\": \"pasta\"}"}}]}}
+    stored = {}
+    try:
+        for kind, reply in replies.items():
+            session = f"steps-{uuid.uuid4().hex[:8]}"
+            call = await worker.prepare({"model": "echo", "messages": HISTORY},
+                                        session_id=session, policy=POLICY)
+            [run] = [r for r in call.report.stages if r.stage == "prune"]
+            assert run.decisions  # the stage changed the older history: a record to share
+            await call.finish(reply)
+            stored[kind] = plain.hexists(SessionKeys("default", session).steps, "prune")
+        assert stored == {"answer": False, "tool call": True}
+    finally:
+        await worker.aclose()
+        worker.connector.close()

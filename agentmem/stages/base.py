@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from agentmem.policy import Policy
     from agentmem.report import Report, StageRun
     from agentmem.state import Corpus, EngineState
+    from agentmem.state.steps import StepOffer, StepOutcome
     from agentmem.store.sessions import SessionHandle, SessionStore, TurnRecord
 
 
@@ -97,15 +98,15 @@ class Channels:
     choice, which the tools stage must honour. ``poison_checked``: how many statements the
     call path's poison check read, every one with its vector (quarantine; carried to the
     after-reply hooks): a reply that adds no statement (a tool call) leaves the same ones.
-    ``step_records``: per stage, its record of the agent step, encoded, that changed on this
-    call (state/steps.py); the call's commit keeps them beside the session for other workers.
+    ``step_records``: per stage, its record of the agent step that changed on this call
+    (state/steps.py); the call's commit keeps them beside the session for other workers.
     """
 
     excluded_spans: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
     tool_choice: Any = None
     function_call: Any = None
     poison_checked: int | None = None
-    step_records: dict[str, str] = field(default_factory=dict)
+    step_records: dict[str, StepOutcome | StepOffer] = field(default_factory=dict)
 
 
 @dataclass
