@@ -20,8 +20,8 @@ same history through the step's user message (its chain hash), and the same draf
 the stage received it (which messages earlier stages dropped or rewrote, and the sentences
 quarantine withheld). Anything else recomputes: a new quarantine decision still applies at
 once. Each record is kept in process and beside the session in Redis (one hash field per
-stage, written with the call's commit when it changed, read on a step's later call when the
-process has no record for it): a step whose calls land on several workers (``serve
+stage, written with the call's commit when it changed and the reply continues the step, read
+on a step's later call when the process has no record for it): a step whose calls land on several workers (``serve
 --workers N``) keeps one prefix too. Redis faults only cost the stability (the stage decides
 anew), never the call.
 """
