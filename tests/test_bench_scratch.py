@@ -32,8 +32,9 @@ def test_a_bench_engine_is_timed_as_the_server_runs_and_restores_the_process(mon
     asyncio.run(run())
     assert seen["switch"] == SWITCH_INTERVAL_S
     assert seen["frozen"] > 10_000  # the imports' objects
-    if not frozen:  # a server test of this process may have tuned the collector already
-        assert seen["thresholds"] == GC_THRESHOLDS
     assert seen["loaded"] and seen["new"] == 1
     assert (sys.getswitchinterval(), gc.get_threshold()) == (switch, thresholds)
-    assert gc.get_freeze_count() == frozen
+    if frozen:  # a server test in this process tuned the collector already: left as it was
+        assert gc.get_freeze_count() <= frozen  # (frozen objects still die by reference count)
+    else:
+        assert seen["thresholds"] == GC_THRESHOLDS and gc.get_freeze_count() == 0
