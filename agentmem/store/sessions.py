@@ -388,7 +388,7 @@ class SessionStore:
                       keys.report_ids, keys.embeddings, keys.quarantine], args=args,
                 client=self.redis),
             self.redis.zadd(tenant_index(handle.tenant), {handle.session_id: now}),
-            self._write_steps(keys.steps, write.steps, ttl),
+            self._set_fields(keys.steps, write.steps, ttl),
             return_exceptions=True)
         committed, indexed, stepped = outcomes
         if isinstance(committed, ResponseError) and "LOCKLOST" in str(committed):
@@ -404,25 +404,21 @@ class SessionStore:
             log.warning("session %s: the agent-step records were not stored: %s",
                         handle.session_id, stepped)
 
-    async def _write_steps(self, name: str, records: dict[str, str], ttl: int | None) -> None:
-        if not records:
-            return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(name, mapping=records)
-            if ttl:
-                pipe.expire(name, ttl)
-            await pipe.execute()
-
     @_wrap_errors
     async def add_embeddings(self, handle: SessionHandle, embeddings: dict[int, bytes], *,
                              ttl: int | None) -> None:
-        """Written outside the call's transaction, so the key's lifetime is set here too."""
-        if not embeddings:
+        await self._set_fields(handle.keys.embeddings,
+                               {str(k): v for k, v in embeddings.items()}, ttl)
+
+    async def _set_fields(self, name: str, mapping: dict[str, Any], ttl: int | None) -> None:
+        """Hash fields written outside the call's commit script, so the key's lifetime is set
+        here too, in the same transaction."""
+        if not mapping:
             return
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(handle.keys.embeddings, mapping={str(k): v for k, v in embeddings.items()})
+            pipe.hset(name, mapping=mapping)
             if ttl:
-                pipe.expire(handle.keys.embeddings, ttl)
+                pipe.expire(name, ttl)
             await pipe.execute()
 
     @_wrap_errors
