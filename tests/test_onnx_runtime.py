@@ -282,6 +282,26 @@ def test_the_int8_pruner_reads_each_block_alone_and_close_to_the_float_one():
     assert float(np.mean(gaps)) < 0.05
 
 
+def test_the_pruner_reads_mixed_lengths_in_small_passes_and_answers_in_order():
+    """The float pruner runs a batch of blocks as several short passes, shortest first
+    (``agentmem.models.runs``; a 512-token block alone): each pair's scores are the ones it
+    gets alone, in its place."""
+    from agentmem.models.ort import load_pruner
+
+    pruner = load_pruner(default_pruner_path())
+    assert not pruner.model.one_block_per_run
+    long_question, long_passage = PASSAGES[1]
+    pairs = [(q, p.split(". ")) for q, p in PASSAGES]
+    pairs.insert(1, (long_question, [long_passage] * 24))
+    assert len(pruner.blocks(*pairs[1])) > 1  # the long pair spans blocks
+    together = pruner.score_batch(pairs, batch_size=8)
+    for pair, scores in zip(pairs, together):
+        alone = pruner.score_batch([pair])[0]
+        assert len(alone.probabilities) == len(pair[1])
+        assert np.allclose(scores.probabilities, alone.probabilities, atol=1e-5)
+        assert scores.ranking_score == pytest.approx(alone.ranking_score, abs=1e-4)
+
+
 def test_a_policy_names_the_int8_pruner_by_its_folder_name(monkeypatch, runtime_reset):
     """``prune.checkpoint: pruner-minilm-int8`` is the shipped int8 copy, which runs on ONNX
     Runtime whatever the setting (it has no torch weights); null is the float checkpoint."""

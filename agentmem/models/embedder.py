@@ -46,7 +46,7 @@ class Embedder:
         self._loading = False
         self._lock = threading.Lock()
         self._tokenizing = threading.Lock()
-        self.batch_size = batch_size
+        self.batch_size = batch_size  # the torch path's; ONNX Runtime sizes its own passes
 
     @property
     def path(self) -> str:
@@ -111,9 +111,8 @@ class Embedder:
         return out
 
     def _encode_sorted(self, model, texts: list[str]) -> np.ndarray:
-        if not hasattr(model, "preprocess"):  # ONNX Runtime: its session is thread-safe
-            return np.vstack([model.encode(texts[start:start + self.batch_size])
-                              for start in range(0, len(texts), self.batch_size)])
+        if not hasattr(model, "preprocess"):  # ONNX Runtime: thread-safe, sizes its own passes
+            return model.encode(texts)
         import torch
 
         chunks = []

@@ -20,6 +20,7 @@ import numpy as np
 
 from agentmem.models.backend import threads
 from agentmem.models.export_onnx import ONNX_FILE, RECORD_FILE, sha256_of
+from agentmem.models.runs import runs
 
 
 class MissingOnnxModel(FileNotFoundError):
@@ -125,11 +126,17 @@ class OnnxSentenceEncoder:
         self.tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(self.max_seq_length)
         self.tokenizer.no_padding()
+        self.dimension = int(self.session.get_outputs()[0].shape[-1])
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        feeds = _batch(self.tokenizer.encode_batch(texts))
-        [vectors] = self.session.run(["sentence_embedding"], feeds)
-        return np.asarray(vectors, dtype=np.float32)
+        """One unit vector per text, in passes of a few rows (``agentmem.models.runs``)."""
+        encodings = self.tokenizer.encode_batch(texts)
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for rows in runs([len(e.ids) for e in encodings]):
+            [vectors] = self.session.run(["sentence_embedding"],
+                                         _batch([encodings[i] for i in rows]))
+            out[rows] = vectors
+        return out
 
 
 class OnnxProvence:

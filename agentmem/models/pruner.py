@@ -21,6 +21,7 @@ import numpy as np
 
 from agentmem.lexical import relative_bm25
 from agentmem.models.keep_rule import CONFIG_KEYS, KeepRule, SentenceRule, query_similarities
+from agentmem.models.runs import runs
 from agentmem.text import split_sentences
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -160,12 +161,14 @@ class Pruner:
 
     def forward_blocks(self, blocks: Sequence[_Block], batch_size: int = 32
                        ) -> list[tuple[float, np.ndarray]]:
-        """(rank logit, token keep probabilities) per block, in batches of ``batch_size``."""
-        out: list[tuple[float, np.ndarray]] = []
+        """(rank logit, token keep probabilities) per block, in the blocks' order: run in
+        passes of at most ``batch_size`` blocks and a few padded tokens (a 512-token block
+        alone: ``agentmem.models.runs``)."""
+        out: list[tuple[float, np.ndarray]] = [(0.0, np.zeros(0, np.float32))] * len(blocks)
         pad = self.tokenizer.pad_token_id or 0
         with contextlib.nullcontext() if self.reads_concurrently else self._lock:
-            for start in range(0, len(blocks), batch_size):
-                chunk = blocks[start:start + batch_size]
+            for rows in runs([len(b.input_ids) for b in blocks], rows=batch_size):
+                chunk = [blocks[i] for i in rows]
                 width = max(len(b.input_ids) for b in chunk)
                 ids = np.full((len(chunk), width), pad, dtype=np.int64)
                 mask = np.zeros((len(chunk), width), dtype=np.int64)
@@ -173,8 +176,8 @@ class Pruner:
                     ids[row, : len(block.input_ids)] = block.input_ids
                     mask[row, : len(block.input_ids)] = 1
                 rank_logits, probs = self._forward(ids, mask)
-                out += [(float(rank_logits[row]), probs[row, : len(block.input_ids)])
-                        for row, block in enumerate(chunk)]
+                for row, (index, block) in enumerate(zip(rows, chunk)):
+                    out[index] = (float(rank_logits[row]), probs[row, : len(block.input_ids)])
         return out
 
     @staticmethod
