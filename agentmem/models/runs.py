@@ -2,10 +2,11 @@
 
 Why so few: on this project's 2-core CPU, with one thread per inference
 (``agentmem.models.runtime``), a forward pass over many rows is slower *per row* than several
-passes over a few. The matrix products keep their speed at any size, but the element-wise work
-between them (GELU, layer norms, softmax, adds) reads and writes the whole activation, and once
-that outgrows the core's cache it runs at memory speed. MiniLM's feed-forward activation is
-1,536 floats per token: 6 KB, so 128 tokens are ~0.8 MB and 2,000 tokens ~12 MB.
+passes over a few. The likely reason (not profiled op by op): the matrix products keep their
+speed at any size, but the element-wise work between them (GELU, layer norms, softmax, adds)
+reads and writes the whole activation, and once that outgrows the core's cache it runs at
+memory speed. MiniLM's feed-forward activation is 1,536 floats per token: 6 KB, so 128 tokens
+are ~0.8 MB and 2,000 tokens ~12 MB.
 
 Measured on ONNX Runtime (one thread, quiet machine, sentences sorted by length; scratch
 timers of stop 46, README "Stop 46"): the embedder over LoCoMo sentences (12 tokens on average)
@@ -14,7 +15,8 @@ HotpotQA sentences (31 tokens) 15.0 -> 8.4 ms; the pruner over a 1,200-token pas
 blocks) 519 -> 367 ms one block per pass instead of the three padded together (its 512 x 512
 attention maps, 12 heads a layer, are most of what outgrows the cache). So the embedder and the
 pruner are fed passes of at most ``RUN_TOKENS`` padded tokens (a longer row goes alone),
-shortest rows first so that a pass pads little. The NLI model's short pairs (~35 tokens)
+shortest rows first so that a pass pads little (the pruner's passes are the same on the torch
+runtime, whose batches this module does not measure). The NLI model's short pairs (~35 tokens)
 gained nothing (6.1 ms a pair in batches of 32, 6.3 in such passes): it keeps its batches.
 """
 
@@ -24,7 +26,8 @@ from collections.abc import Sequence
 
 RUN_TOKENS = 128
 """Padded tokens (rows x the longest row) one forward pass holds at most; a longer row runs
-alone. 128-256 did equally well on both sets above; 512 was ~5-10% slower."""
+alone. 128 and 256 were within 5% of each other on both sets above; 512 was 5-12% slower
+than 128."""
 
 
 def runs(lengths: Sequence[int], *, tokens: int = RUN_TOKENS,
