@@ -204,7 +204,7 @@ def export_embedder(target: Path) -> dict[str, Any]:
 def _eager(model: Any) -> Any:
     """A pruner whose attention is exported as its plain products and softmax. The default
     (PyTorch's fused attention) is exported as a longer decomposition that ONNX Runtime runs
-    ~25% slower on a 512-token block on this CPU (a 1,200-token passage 460 -> 367 ms, one
+    ~25% slower on a 512-token block on this CPU (a 1,200-token passage 452 -> 358 ms, one
     block per pass, stop 46); the outputs agree to float rounding."""
     model.backbone.config._attn_implementation = "eager"
     return model

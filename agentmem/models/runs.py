@@ -12,7 +12,7 @@ Measured on ONNX Runtime (one thread, quiet machine, sentences sorted by length;
 timers of stop 46, README "Stop 46"): the embedder over LoCoMo sentences (12 tokens on average)
 3.76 ms a sentence in batches of 64, 3.24 ms in passes of at most 128 padded tokens; over
 HotpotQA sentences (31 tokens) 15.0 -> 8.4 ms; the pruner over a 1,200-token passage (three
-blocks) 519 -> 367 ms one block per pass instead of the three padded together (its 512 x 512
+blocks) 516 -> 358 ms one block per pass instead of the three padded together (its 512 x 512
 attention maps, 12 heads a layer, are most of what outgrows the cache). So the embedder and the
 pruner are fed passes of at most ``RUN_TOKENS`` padded tokens (a longer row goes alone),
 shortest rows first so that a pass pads little (the pruner's passes are the same on the torch

@@ -41,6 +41,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from agentmem.models.runs import runs
+
 T = TypeVar("T")
 log = logging.getLogger("agentmem.inference")
 
@@ -389,15 +391,9 @@ async def run_inference_each(func: Callable[..., T], calls: Sequence[tuple[Any, 
 def _chunks(lengths: list[int], size: int) -> list[list[int]]:
     """Indices in chunks of similar length, each at most ``size`` texts and, past one text, at
     most ``size`` x 128 padded characters: a batch is padded to its longest text, so a query
-    among short sentences made its chunk several times slower (and the wait behind it)."""
-    out: list[list[int]] = []
-    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
-        chunk = out[-1] if out else None
-        if chunk is None or len(chunk) >= size or (len(chunk) + 1) * lengths[i] > size * 128:
-            out.append([i])
-        else:
-            chunk.append(i)
-    return out
+    among short sentences made its chunk several times slower (and the wait behind it). The
+    grouping is the models' own (``agentmem.models.runs``), counted in characters here."""
+    return runs(lengths, tokens=size * 128, rows=size)
 
 
 async def embed(encode: Callable[[list[str]], np.ndarray], texts: Sequence[str], *,
