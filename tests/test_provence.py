@@ -172,6 +172,41 @@ def test_process_shapes_titles_reorder_and_compression(deberta_checkpoint):
     assert [len(row) for row in multi["pruned_context"]] == [1, 2]
 
 
+def test_process_decides_with_scores_and_vectors_read_elsewhere(deberta_checkpoint):
+    """A caller that reads ``passages()`` itself (the proxy, in parallel) hands ``process`` the
+    scores and vectors; the answer is the one ``process`` gives reading and embedding alone."""
+    pruner = Pruner.load(deberta_checkpoint)
+    questions = ["What city?", "Who?"]
+    contexts = [["Paris is the capital of France. The weather is nice."], ["Berlin.", "France."]]
+
+    def encode(texts):  # unit vectors, the same text always the same vector
+        rows = [np.random.default_rng(list(t.encode())).normal(size=8) for t in texts]
+        return np.stack([r / np.linalg.norm(r) for r in rows])
+
+    pairs = pruner.passages(questions, contexts, title=[["Cities"], [None, None]])
+    assert [len(sentences) for _, sentences in pairs] == [3, 1, 1]  # a given title first
+    # every sentence passes the threshold; the query cosine's veto (at the median) decides
+    cosines = [float(row @ vectors[0]) for query, sentences in pairs
+               for vectors in [encode([query, *sentences])] for row in vectors[1:]]
+    rule = pruner.keep_rule(threshold=0.0, rule="mean_prob",
+                            min_similarity=float(np.median(cosines[1:])))  # [0]: the title
+    alone = pruner.process(questions, contexts, title=[["Cities"], [None, None]], encode=encode,
+                           keep_rule=rule)
+    scores = pruner.score_batch(pairs)
+    vectors = [encode([query, *sentences]) for query, sentences in pairs]
+    handed = pruner.process(questions, contexts, title=[["Cities"], [None, None]], keep_rule=rule,
+                            scores=scores, vectors=vectors)
+    assert handed == alone
+    kept = [[[row["kept"] for row in rows] for rows in per_question] for per_question in alone["sentences"]]
+    assert any(k for q in kept for c in q for k in c) and not all(k for q in kept for c in q for k in c)
+    flipped = [np.vstack([-v[:1], v[1:]]) for v in vectors]  # every cosine negated
+    other = pruner.process(questions, contexts, title=[["Cities"], [None, None]], keep_rule=rule,
+                           scores=scores, vectors=flipped)
+    assert other["sentences"] != alone["sentences"]  # the vectors handed in are the ones used
+    with pytest.raises(ValueError, match="one entry per passage"):
+        pruner.process(questions, contexts, title=None, scores=scores[:2])
+
+
 def test_sentence_rules():
     scores = SentenceScores([0.0, 0.0, 0.0], [np.array([0.9, 0.9, 0.1]), np.array([0.3, 0.3, 0.3, 0.3]),
                                                np.array([], dtype=np.float32)], 0.0)

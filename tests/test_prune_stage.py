@@ -8,6 +8,7 @@ import sys
 import uuid
 
 import httpx
+import numpy as np
 import pytest
 
 from agentmem import Hygiene
@@ -16,6 +17,7 @@ from agentmem.conversation import query_of, recent_start
 from agentmem.models.registry import default_pruner_path
 from agentmem.policy import policy_from_dict
 from agentmem.stages.prune import expand
+from tests.block_reads import SENTENCES, record_threads
 from tests.conversations import SHOPPING_HISTORY as HISTORY
 
 
@@ -292,6 +294,34 @@ def test_highlight_floor_keeps_the_best_sentences_whatever_the_threshold(proxy):
     assert first[0]["probability"] != first[-1]["probability"] or len(first) == 1
     assert abs(sum(t["probability"] for t in first) / len(first) - tokens[0]["probability"]) < 1e-5
     assert "tokens" not in some["sentences"][0]  # only when asked
+
+
+def test_highlight_reads_a_long_text_on_several_workers_as_process_decides(proxy, monkeypatch):
+    """A long text's blocks are read by idle workers in parallel, as the stage reads a large
+    tool output, and the answer is what ``process`` answers reading the text in one pass."""
+    from agentmem.models.embedder import default_embedder
+    from agentmem.models.keep_rule import KeepRule
+    from agentmem.models.pruner import cached_pruner
+    from agentmem.models.runtime import scheduler
+
+    text, query = " ".join(SENTENCES), "Which database stores the sessions?"
+    pruner = cached_pruner(default_pruner_path())
+    [(_, read)] = pruner.passages(query, text, title=None)
+    assert len(pruner.blocks(query, read)) >= 3
+    threads = record_threads(monkeypatch, pruner)
+    data = httpx.post(f"{proxy.url}/v1/highlight", json={"query": query, "text": text},
+                      timeout=120).json()
+    monkeypatch.undo()
+    fields = {name: data[name] for name in KeepRule.__dataclass_fields__}
+    one_pass = pruner.process(query, text, title=None, encode=default_embedder().encode,
+                              keep_rule=KeepRule(**fields))
+    assert [s["kept"] for s in data["sentences"]] == [s["kept"] for s in one_pass["sentences"]]
+    np.testing.assert_allclose([s["probability"] for s in data["sentences"]],
+                               [s["probability"] for s in one_pass["sentences"]], atol=1e-4)
+    assert data["highlighted"] == one_pass["pruned_context"]
+    assert "Redis" in data["highlighted"]
+    if scheduler().call_path.workers >= 2:
+        assert len(threads) >= 2
 
 
 def test_bench_prune_runs_on_a_prune_file(tmp_path):

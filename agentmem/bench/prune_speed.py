@@ -6,7 +6,9 @@ says nothing about one call's wait. This reads the first ``--limit`` records of 
 file one at a time with each ``--checkpoint`` (alternating, so both see the same machine), and
 reports p50 / p90 of the second pass per checkpoint (the first warms caches and allocators).
 ``--stage`` times the prune stage's own read instead (``_read_transcript``: jobs on the
-inference scheduler, a long passage's blocks on idle workers in parallel). Run it on a quiet
+inference scheduler, a long passage's blocks on idle workers in parallel); ``--highlight``
+times what ``POST /v1/highlight`` does after parsing the body (the read as the stage's, the
+query's cosine embedded beside it, the checkpoint's keep rule deciding). Run it on a quiet
 machine.
 
     python -m agentmem.bench.prune_speed --data ../shared/data/prune/squad_dev.jsonl \\
@@ -29,13 +31,17 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def read_times(records: list[Any], checkpoints: list[str], passes: int = 2, *,
-               stage: bool = False) -> dict[str, Any]:
+               stage: bool = False, highlight: bool = False) -> dict[str, Any]:
     """Per checkpoint: p50 and p90 milliseconds to score one record's sentences (last pass);
-    ``stage``: through the prune stage's read on the inference scheduler."""
+    ``stage``: through the prune stage's read on the inference scheduler; ``highlight``: the
+    highlight endpoint's read, embedding and decisions."""
+    from agentmem.models.embedder import default_embedder
     from agentmem.models.pruner import cached_pruner
     from agentmem.models.registry import pruner_path
+    from agentmem.proxy.highlight import highlight_passage
 
     pruners = {name: cached_pruner(pruner_path(name)) for name in checkpoints}
+    encode = default_embedder().encode
     times: dict[str, list[float]] = {}
 
     async def one_pass() -> dict[str, list[float]]:
@@ -45,6 +51,9 @@ def read_times(records: list[Any], checkpoints: list[str], passes: int = 2, *,
                 start = time.perf_counter()
                 if stage:
                     await _stage_read(pruner, record.question, list(record.sentences))
+                elif highlight:
+                    await highlight_passage(pruner, encode, record.question,
+                                            list(record.sentences), pruner.keep_rule())
                 else:
                     pruner.score_batch([(record.question, list(record.sentences))])
                 out[name].append(1000 * (time.perf_counter() - start))
@@ -54,7 +63,7 @@ def read_times(records: list[Any], checkpoints: list[str], passes: int = 2, *,
         times = asyncio.run(one_pass())
     sentences = sorted(len(r.sentences) for r in records)
     return {"records": len(records), "median_sentences": sentences[len(sentences) // 2],
-            "stage": stage,
+            "stage": stage, "highlight": highlight,
             "checkpoints": {name: {"p50_ms": round(percentile(t, 0.5), 1),
                                    "p90_ms": round(percentile(t, 0.9), 1)}
                             for name, t in times.items()}}
@@ -89,11 +98,14 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=60)
     parser.add_argument("--stage", action="store_true",
                         help="Time the prune stage's read (blocks in parallel on idle workers).")
+    parser.add_argument("--highlight", action="store_true",
+                        help="Time /v1/highlight's work (read, embedding, decisions).")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     records = read_jsonl(args.data, PruneRecord)[: args.limit]
     result = {"data": str(args.data), **read_times(records, args.checkpoint,
-                                                              stage=args.stage)}
+                                                              stage=args.stage,
+                                                              highlight=args.highlight)}
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

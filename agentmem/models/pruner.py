@@ -218,6 +218,15 @@ class Pruner:
 
     # -- the Provence process() API ----------------------------------------------------------
 
+    @staticmethod
+    def passages(question: str | list[str], context: Any, title: Any = "first_sentence"
+                 ) -> list[tuple[str, list[str]]]:
+        """The (query, sentences) pairs ``process`` reads for these arguments, in its order
+        (a given title first among its passage's sentences): what a caller reads itself to
+        hand ``process`` its ``scores``."""
+        return _layout(question, context, title)[2]
+
+
     def process(self, question: str | list[str], context: Any, title: Any = "first_sentence",
                 batch_size: int = 32, threshold: float | None = None,
                 always_select_title: bool = False, reorder: bool = False, top_k: int = 5,
@@ -225,7 +234,9 @@ class Pruner:
                 floor: float | None = None, token_scores: bool = False,
                 encode: Callable[[list[str]], Any] | None = None,
                 min_similarity: float | None = None,
-                keep_rule: KeepRule | None = None) -> dict[str, Any]:
+                keep_rule: KeepRule | None = None,
+                scores: Sequence[SentenceScores] | None = None,
+                vectors: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
         """Provence's ``process``. A context may be a string (split offline) or a list of
         sentences (used as given). Beyond the official keys the result carries, per context,
         ``sentences``: text, character span in ``pruned``'s source, probability and decision.
@@ -237,43 +248,42 @@ class Pruner:
         ``encode`` (a sentence embedder's): the sentences' cosine to the question vetoes
         keeps below ``min_similarity`` (default: the checkpoint's) and orders the floor's
         additions, as in the prune stage.
+        ``scores``: the pairs of ``passages(question, context, title)`` already read, one per
+        pair in order (the proxy reads a long passage's blocks in parallel,
+        ``agentmem.models.runtime.read_passage``); default: read here, in one pass.
+        ``vectors``: likewise embedded already, per pair the unit vectors of its query (row 0)
+        and its sentences, as ``encode`` returns them (the proxy embeds in parallel with the
+        read); they stand for ``encode``.
         """
         keep_rule = keep_rule or self.keep_rule(threshold, rule, floor, min_similarity)
         single = isinstance(question, str)
-        if isinstance(question, str):  # a string, or a list of sentences (pre-split), for one question
-            questions, contexts = [question], [[context]]
-        else:  # per question, a list of contexts; each a string or a list of sentences
-            questions, contexts = list(question), [list(c) for c in context]
-        if len(contexts) != len(questions):
-            raise ValueError("context must hold one list of contexts per question")
-
-        jobs, layout = [], []
-        for qi, (q, ctxs) in enumerate(zip(questions, contexts)):
-            for ci, ctx in enumerate(ctxs):
-                text, spans = _as_sentences(ctx)
-                sentences = [text[s:e] for s, e in spans]
-                given_title = _title_for(title, qi, ci)
-                if given_title is not None:
-                    sentences, spans, offset = [given_title, *sentences], [(-1, -1), *spans], 1
-                else:
-                    offset = 0
-                jobs.append((q, sentences))
-                layout.append((qi, ci, text, spans, offset, title == "first_sentence"))
-        scores = self.score_batch(jobs, batch_size=batch_size) if jobs else []
+        questions, contexts, jobs, layout = _layout(question, context, title)
+        if scores is None:
+            scores = self.score_batch(jobs, batch_size=batch_size) if jobs else []
+        for name, given in (("scores", scores), ("vectors", vectors)):
+            if given is not None and len(given) != len(jobs):
+                raise ValueError(f"{name} must hold one entry per passage ({len(jobs)}), "
+                                 f"not {len(given)}")
 
         pruned: list[list[str | None]] = [[None] * len(c) for c in contexts]
         rerank = [[0.0] * len(c) for c in contexts]
         rates = [[0.0] * len(c) for c in contexts]
         details: list[list[list[dict[str, Any]] | None]] = [[None] * len(c) for c in contexts]
-        for (qi, ci, text, spans, offset, title_is_first), score in zip(layout, scores):
+        for number, ((qi, ci, text, spans, offset, title_is_first), score) in enumerate(
+                zip(layout, scores)):
             eligible = range(offset, len(spans))
-            similarities, vectors, lexical = None, None, None
+            similarities, units, lexical = None, None, None
             own = [text[a:b] if a >= 0 else "" for a, b in spans]
-            if encode is not None and keep_rule.wants_similarities(score, eligible):
-                similarities, vectors = query_similarities(encode, questions[qi], own)
+            if (encode is not None or vectors is not None) and \
+                    keep_rule.wants_similarities(score, eligible):
+                if vectors is not None:  # a title's row is never read: it is not eligible
+                    units = vectors[number][1:]
+                    similarities = [float(x) for x in units @ vectors[number][0]]
+                elif encode is not None:
+                    similarities, units = query_similarities(encode, questions[qi], own)
             if keep_rule.fuse_lexical:
                 lexical = relative_bm25(questions[qi], own).tolist()
-            keep = keep_rule.decide(score, eligible, similarities, vectors, lexical, own,
+            keep = keep_rule.decide(score, eligible, similarities, units, lexical, own,
                                     questions[qi])
             title_index = 0 if (offset or title_is_first) else None
             if always_select_title and title_index is not None and any(keep):
@@ -335,6 +345,32 @@ def pack_blocks(head: list[int], suffix: list[int], max_length: int,
         block.input_ids += suffix
         block.owners += [-1] * len(suffix)
     return blocks
+
+
+def _layout(question: str | list[str], context: Any, title: Any
+            ) -> tuple[list[str], list[list[Any]], list[tuple[str, list[str]]], list[tuple]]:
+    """``process``'s arguments as its questions, their contexts, the (query, sentences) pairs
+    to read and, per pair, where its decisions go (question, context, source text, sentence
+    spans, title offset, whether the first sentence is the title)."""
+    if isinstance(question, str):  # a string, or a list of sentences (pre-split), for one question
+        questions, contexts = [question], [[context]]
+    else:  # per question, a list of contexts; each a string or a list of sentences
+        questions, contexts = list(question), [list(c) for c in context]
+    if len(contexts) != len(questions):
+        raise ValueError("context must hold one list of contexts per question")
+    jobs, layout = [], []
+    for qi, (q, ctxs) in enumerate(zip(questions, contexts)):
+        for ci, ctx in enumerate(ctxs):
+            text, spans = _as_sentences(ctx)
+            sentences = [text[s:e] for s, e in spans]
+            given_title = _title_for(title, qi, ci)
+            if given_title is not None:
+                sentences, spans, offset = [given_title, *sentences], [(-1, -1), *spans], 1
+            else:
+                offset = 0
+            jobs.append((q, sentences))
+            layout.append((qi, ci, text, spans, offset, title == "first_sentence"))
+    return questions, contexts, jobs, layout
 
 
 def _as_sentences(context: Any) -> tuple[str, list[tuple[int, int]]]:

@@ -388,6 +388,21 @@ async def run_inference_each(func: Callable[..., T], calls: Sequence[tuple[Any, 
     return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures if f is not None)))
 
 
+async def read_passage(pruner: Any, query: str, sentences: Sequence[str]) -> Any:
+    """A pruner's ``SentenceScores`` for one passage on the call path. A passage longer than
+    one model block (a large tool output, a highlighted document) is read block by block as
+    separate jobs of the current lane, so idle workers read its blocks in parallel; each block
+    is the same model input as in one pass, so the scores are the same: on two cores a 3-block
+    passage waits for two blocks' time, not three. A runtime that reads one block at a time
+    (torch) scores the passage as one job."""
+    if not sentences or not getattr(pruner, "reads_concurrently", False):
+        [score] = await run_inference(pruner.score_batch, [(query, list(sentences))])
+        return score
+    blocks = await run_inference(pruner.blocks, query, sentences)
+    parts = await run_inference_each(pruner.forward_blocks, [([block],) for block in blocks])
+    return pruner.assemble(len(sentences), blocks, [part for [part] in parts])
+
+
 def _chunks(lengths: list[int], size: int) -> list[list[int]]:
     """Indices in chunks of similar length, each at most ``size`` texts and, past one text, at
     most ``size`` x 128 padded characters: a batch is padded to its longest text, so a query

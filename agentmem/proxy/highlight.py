@@ -10,14 +10,19 @@ sentences joined by single spaces), its keep probability and the decision; with
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any
 
+import numpy as np
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentmem.errors import InvalidRequest
 from agentmem.messages import describe_validation_error
-from agentmem.models.runtime import run_inference
+from agentmem.models.keep_rule import KeepRule
+from agentmem.models.runtime import embed, read_passage, run_inference
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.body import read_json
 
@@ -54,7 +59,7 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
         raise InvalidRequest(message, param=param) from None
     policy = request.app.state.hygiene.policy
     pruner = await run_inference(cached_pruner, pruner_path(policy.prune.checkpoint))
-    context = query.text if query.text is not None else query.sentences
+    context = query.text if query.text is not None else query.sentences or []
     settings = policy.prune  # the stage's rule, so a highlight shows what the stage would keep
     overrides = settings.keep_rule_overrides()
     if query.threshold is not None:
@@ -62,10 +67,26 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
     if query.floor is not None:
         overrides["floor"] = query.floor
     keep_rule = pruner.keep_rule(**overrides)
-    encode = request.app.state.hygiene.embedder.encode  # the query's cosine, as in the stage
-    result = await run_inference(lambda: pruner.process(
-        query.query, context, title=None, token_scores=query.token_scores, encode=encode,
-        keep_rule=keep_rule))
+    result = await highlight_passage(pruner, request.app.state.hygiene.embedder.encode,
+                                     query.query, context, keep_rule,
+                                     token_scores=query.token_scores)
     return {"object": "highlight", "reranking_score": result["reranking_score"],
             **asdict(keep_rule), "highlighted": result["pruned_context"],
             "compression_rate": result["compression_rate"], "sentences": result["sentences"]}
+
+
+async def highlight_passage(pruner: Any, encode: Callable[[list[str]], Any], query: str,
+                            context: str | list[str], keep_rule: KeepRule, *,
+                            token_scores: bool = False) -> dict[str, Any]:
+    """``pruner.process`` of one text (or list of sentences) for a query, on the inference
+    workers: the pruner reads a long text's blocks in parallel, as the stage reads a tool
+    output, while the embedder's chunks (the query's cosine, as in the stage) queue beside
+    them; then the keep rule decides. The same decisions as ``process`` reading it in one
+    pass (``python -m agentmem.bench.prune_speed --highlight`` times it)."""
+    [(_, sentences)] = pruner.passages(query, context, title=None)
+    scores, rows = await asyncio.gather(read_passage(pruner, query, sentences),
+                                        embed(encode, [query, *sentences], bounded=False))
+    vectors = [np.vstack(rows)] if sentences else None
+    return await run_inference(lambda: pruner.process(
+        query, context, title=None, token_scores=token_scores, encode=encode,
+        keep_rule=keep_rule, scores=[scores], vectors=vectors))

@@ -31,7 +31,7 @@ from agentmem.conversation import agent_step_start, query_of, recent_start
 from agentmem.lexical import relative_bm25, terms
 from agentmem.messages import text_of
 from agentmem.models.keep_rule import CONFIG_KEYS
-from agentmem.models.runtime import run_inference, run_inference_each
+from agentmem.models.runtime import read_passage, run_inference
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
 from agentmem.stages.selection import (
@@ -570,31 +570,15 @@ def _per_turn(score: Any, owners: list[int], candidates: list[Candidate]) -> dic
     return out
 
 
-def _score_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[int, Any]:
-    """Score the candidates as one transcript; blocks are cut at sentence boundaries.
-    Returns per-turn scores."""
-    sentences, owners = _transcript(candidates)
-    if not sentences:
-        return {}
-    [score] = pruner.score_batch([(query, sentences)])
-    return _per_turn(score, owners, candidates)
-
-
 async def _read_transcript(pruner, query: str, candidates: list[Candidate]) -> dict[int, Any]:
-    """``_score_transcript`` on the call path. A passage longer than one model block (a
-    large tool output) is read block by block as separate jobs of the call's lane, so idle
-    inference workers read its blocks in parallel (each block is the same model input as in
-    one pass, so the scores are the same): on two cores a 3-block output waits for two
-    blocks' time, not three."""
+    """Score the candidates as one transcript ("role: text" on each turn's first sentence;
+    blocks are cut at sentence boundaries); per-turn scores. A passage longer than one model
+    block (a large tool output) has its blocks read in parallel by idle inference workers,
+    with the same scores as one pass (``agentmem.models.runtime.read_passage``)."""
     sentences, owners = _transcript(candidates)
     if not sentences:
         return {}
-    if not getattr(pruner, "reads_concurrently", False):
-        return await run_inference(_score_transcript, pruner, query, candidates)
-    blocks = await run_inference(pruner.blocks, query, sentences)
-    parts = await run_inference_each(pruner.forward_blocks, [([block],) for block in blocks])
-    return _per_turn(pruner.assemble(len(sentences), blocks, [part for [part] in parts]),
-                     owners, candidates)
+    return _per_turn(await read_passage(pruner, query, sentences), owners, candidates)
 
 
 def _rerank_picks(older: list[Candidate], score: np.ndarray, rows: np.ndarray, corpus,
@@ -633,7 +617,7 @@ def _score_windows(pruner, query: str, windows: list[tuple[list[Candidate], int]
                    ) -> list[np.ndarray]:
     """Per window (turns, index of the recalled one): the recalled turn's sentence
     probabilities, each window read as one transcript ("role: text" per turn, as
-    ``_score_transcript``), all windows in one ``score_batch`` (batched forward passes)."""
+    ``_read_transcript``), all windows in one ``score_batch`` (batched forward passes)."""
     pairs, owners = [], []
     for window, centre in windows:
         sentences: list[str] = []
