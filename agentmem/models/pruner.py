@@ -226,7 +226,6 @@ class Pruner:
         hand ``process`` its ``scores``."""
         return _layout(question, context, title)[2]
 
-
     def process(self, question: str | list[str], context: Any, title: Any = "first_sentence",
                 batch_size: int = 32, threshold: float | None = None,
                 always_select_title: bool = False, reorder: bool = False, top_k: int = 5,
