@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -322,6 +323,41 @@ def test_highlight_reads_a_long_text_on_several_workers_as_process_decides(proxy
     assert "Redis" in data["highlighted"]
     if scheduler().call_path.workers >= 2:
         assert len(threads) >= 2
+
+
+def test_highlight_embeds_a_text_seen_before_only_for_the_new_query():
+    """Sentence vectors do not depend on the query: a text highlighted again embeds only the
+    query (per tenant: another tenant's identical text is embedded anew), with the decisions
+    of a highlight that embeds everything."""
+    from agentmem.models.array_cache import ArrayCache
+    from agentmem.models.embedder import default_embedder
+    from agentmem.models.pruner import cached_pruner
+    from agentmem.proxy.highlight import highlight_passage
+
+    pruner, embedder = cached_pruner(default_pruner_path()), default_embedder()
+    rule, cache, embedded = pruner.keep_rule(), ArrayCache(100), []
+
+    def encode(texts):
+        embedded.extend(texts)
+        return embedder.encode(texts)
+
+    text = " ".join(SENTENCES[36:46])
+    first, second = "Which database stores the sessions?", "Which host got build 38?"
+
+    async def highlights():
+        out = []
+        for query, scope in ((first, "alpha"), (second, "alpha"), (second, "beta")):
+            embedded.clear()
+            result = await highlight_passage(pruner, encode, query, text, rule, cache=cache,
+                                             scope=scope)
+            out.append((result, list(embedded)))
+        return out, await highlight_passage(pruner, encode, second, text, rule)
+
+    [(_, cold), (again, warm), (_, other_tenant)], uncached = asyncio.run(highlights())
+    assert sorted(cold) == sorted([first, *SENTENCES[36:46]])
+    assert warm == [second]  # the sentences' vectors came from the cache
+    assert sorted(other_tenant) == sorted([second, *SENTENCES[36:46]])
+    assert again == uncached and "host-3" in again["pruned_context"]
 
 
 def test_bench_prune_runs_on_a_prune_file(tmp_path):

@@ -18,6 +18,7 @@ import pytest
 import agentmem.stages.prune as prune_module
 from agentmem import Hygiene
 from agentmem.config import Settings
+from agentmem.models.array_cache import ArrayCache
 from agentmem.policy import policy_from_dict
 from agentmem.stages.prune import Candidate, _score_windows, _window_key
 from agentmem.text import split_sentences
@@ -107,7 +108,7 @@ async def test_two_stage_mode_keeps_the_evidence_and_caches_repeated_queries(hyg
 
 
 async def test_past_the_pruner_budget_the_rest_keep_the_first_stage_score(hygiene, monkeypatch):
-    monkeypatch.setattr(prune_module, "_RERANK_CACHE", prune_module._ScoreCache(16))
+    monkeypatch.setattr(prune_module, "_RERANK_CACHE", ArrayCache(16))
     result = await hygiene.apply(HISTORY, session_id=f"rr-{uuid.uuid4().hex}",
                                  policy=_policy(rerank_tokens=40, rerank_turns=6))
     [warning] = result.report.warnings
@@ -120,7 +121,7 @@ async def test_past_the_pruner_budget_the_rest_keep_the_first_stage_score(hygien
 
 
 def test_score_cache_is_a_bounded_lru():
-    cache = prune_module._ScoreCache(2)
+    cache = ArrayCache(2)
     for key in "abc":
         cache.put(key, np.asarray([ord(key)], dtype=np.float32))
     assert cache.get("a") is None and cache.get("b") is not None

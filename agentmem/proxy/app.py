@@ -14,6 +14,7 @@ from agentmem import __version__
 from agentmem.api import Hygiene
 from agentmem.config import Settings
 from agentmem.loop_executor import install as install_loop_executor
+from agentmem.models.array_cache import ArrayCache
 from agentmem.models.backend import configure as configure_runtime
 from agentmem.models.runtime import favour_latency, freeze_startup_objects
 from agentmem.proxy import (
@@ -33,6 +34,7 @@ from agentmem.upstream import LitellmUpstream
 
 log = logging.getLogger("agentmem.proxy")
 
+HIGHLIGHT_VECTORS = 8192  # sentence vectors /v1/highlight keeps (384 float32 each: 12.6 MB)
 SHUTDOWN_GRACE_S = 3.0  # for calls' writes after uvicorn's own grace (see ``agentmem serve``)
 
 
@@ -65,6 +67,8 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
     app = FastAPI(title="agentmem", version=__version__, lifespan=lifespan)
     app.state.settings = settings
     app.state.hygiene = engine
+    # sentence vectors of highlighted texts (query-independent; keyed per tenant)
+    app.state.highlight_vectors = ArrayCache(HIGHLIGHT_VECTORS)
     install_error_handlers(app)
     app.include_router(chat.router)
     app.include_router(responses.router)

@@ -11,9 +11,10 @@ sentences joined by single spaces), its keep probability and the decision; with
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentmem.errors import InvalidRequest
 from agentmem.messages import describe_validation_error
+from agentmem.models.array_cache import ArrayCache
 from agentmem.models.keep_rule import KeepRule
 from agentmem.models.runtime import embed, read_passage, run_inference
 from agentmem.proxy.auth import tenant_of
@@ -69,7 +71,8 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
     keep_rule = pruner.keep_rule(**overrides)
     result = await highlight_passage(pruner, request.app.state.hygiene.embedder.encode,
                                      query.query, context, keep_rule,
-                                     token_scores=query.token_scores)
+                                     token_scores=query.token_scores,
+                                     cache=request.app.state.highlight_vectors, scope=tenant)
     return {"object": "highlight", "reranking_score": result["reranking_score"],
             **asdict(keep_rule), "highlighted": result["pruned_context"],
             "compression_rate": result["compression_rate"], "sentences": result["sentences"]}
@@ -77,16 +80,36 @@ async def highlight(request: Request, tenant: str = Depends(tenant_of)):
 
 async def highlight_passage(pruner: Any, encode: Callable[[list[str]], Any], query: str,
                             context: str | list[str], keep_rule: KeepRule, *,
-                            token_scores: bool = False) -> dict[str, Any]:
+                            token_scores: bool = False, cache: ArrayCache | None = None,
+                            scope: str = "") -> dict[str, Any]:
     """``pruner.process`` of one text (or list of sentences) for a query, on the inference
     workers: the pruner reads a long text's blocks in parallel, as the stage reads a tool
     output, while the embedder's chunks (the query's cosine, as in the stage) queue beside
     them; then the keep rule decides. The same decisions as ``process`` reading it in one
-    pass (``python -m agentmem.bench.prune_speed --highlight`` times it)."""
+    pass (``python -m agentmem.bench.prune_speed --highlight`` times it).
+
+    A sentence's vector does not depend on the query, so with a ``cache`` a text highlighted
+    again (a document asked about twice, a search result that comes back) embeds only the new
+    query and the sentences not seen before; ``scope`` (the tenant) is part of each key, so a
+    hit never tells one tenant what another has sent."""
     [(_, sentences)] = pruner.passages(query, context, title=None)
-    scores, rows = await asyncio.gather(read_passage(pruner, query, sentences),
-                                        embed(encode, [query, *sentences], bounded=False))
-    vectors = [np.vstack(rows)] if sentences else None
+    keys = [_vector_key(scope, sentence) for sentence in sentences]
+    found = [None if cache is None else cache.get(key) for key in keys]
+    missing = [i for i, row in enumerate(found) if row is None]
+    scores, rows = await asyncio.gather(
+        read_passage(pruner, query, sentences),
+        embed(encode, [query, *(sentences[i] for i in missing)], bounded=False))
+    for i, row in zip(missing, rows[1:]):
+        found[i] = row
+        if cache is not None and row is not None:
+            cache.put(keys[i], row)
+    # embedding asked for with bounded=False is never shed: every row is there
+    vectors = [np.vstack(cast(list[np.ndarray], [rows[0], *found]))] if sentences else None
     return await run_inference(lambda: pruner.process(
         query, context, title=None, token_scores=token_scores, encode=encode,
         keep_rule=keep_rule, scores=[scores], vectors=vectors))
+
+
+def _vector_key(scope: str, sentence: str) -> str:
+    """What a sentence's vector is kept under: its text, within its tenant."""
+    return hashlib.blake2b(f"{scope}\0{sentence}".encode(), digest_size=16).hexdigest()

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -30,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentmem.conversation import agent_step_start, query_of, recent_start
 from agentmem.lexical import relative_bm25, terms
 from agentmem.messages import text_of
+from agentmem.models.array_cache import ArrayCache
 from agentmem.models.keep_rule import CONFIG_KEYS
 from agentmem.models.runtime import read_passage, run_inference
 from agentmem.report import Action, Decision
@@ -650,31 +649,10 @@ def _window_key(checkpoint: str, query_key: str, window: list[Candidate], centre
     return digest.hexdigest()
 
 
-class _ScoreCache:
-    """A small LRU of per-window pruner scores (pure functions of their key, so shared by all
-    sessions and tenants without leaking anything: a hit needs the same text and query)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.items: OrderedDict[str, np.ndarray] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: str) -> np.ndarray | None:
-        with self.lock:
-            value = self.items.get(key)
-            if value is not None:
-                self.items.move_to_end(key)
-            return value
-
-    def put(self, key: str, value: np.ndarray) -> None:
-        with self.lock:
-            self.items[key] = value
-            self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-
-
-_RERANK_CACHE = _ScoreCache(4096)
+# per-window pruner scores: pure functions of their key (model, query, the window's turns), so
+# shared by all sessions and tenants without telling one anything of another's (a hit needs
+# the same text and query)
+_RERANK_CACHE = ArrayCache(4096)
 
 
 async def _query_cosines(context: StageContext, candidate: Candidate,
