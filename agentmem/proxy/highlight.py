@@ -102,7 +102,7 @@ async def highlight_passage(pruner: Any, encode: Callable[[list[str]], Any], que
     for i, row in zip(missing, rows[1:]):
         found[i] = row
         if cache is not None and row is not None:
-            cache.put(keys[i], row)
+            cache.put(keys[i], row.copy())  # not a view that keeps its whole chunk alive
     # embedding asked for with bounded=False is never shed: every row is there
     vectors = [np.vstack(cast(list[np.ndarray], [rows[0], *found]))] if sentences else None
     return await run_inference(lambda: pruner.process(
