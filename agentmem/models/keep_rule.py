@@ -239,7 +239,12 @@ def query_similarities(encode: Callable[[list[str]], Any], question: str,
     embedder's ``encode``."""
     if not sentences:
         return [], np.zeros((0, 0), np.float32)
-    vectors = encode([question, *sentences])
+    return split_query_row(encode([question, *sentences]))
+
+
+def split_query_row(vectors: np.ndarray) -> tuple[list[float], np.ndarray]:
+    """Unit vectors of a question (row 0) and its sentences as each sentence's cosine to the
+    question and the sentences' rows: ``query_similarities`` once they are embedded."""
     return [float(v) for v in vectors[1:] @ vectors[0]], vectors[1:]
 
 

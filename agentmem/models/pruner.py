@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 
 from agentmem.lexical import relative_bm25
-from agentmem.models.keep_rule import CONFIG_KEYS, KeepRule, SentenceRule, query_similarities
+from agentmem.models.keep_rule import (
+    CONFIG_KEYS,
+    KeepRule,
+    SentenceRule,
+    query_similarities,
+    split_query_row,
+)
 from agentmem.models.runs import runs
 from agentmem.text import split_sentences
 
@@ -276,8 +282,7 @@ class Pruner:
             if (encode is not None or vectors is not None) and \
                     keep_rule.wants_similarities(score, eligible):
                 if vectors is not None:  # a title's row is never read: it is not eligible
-                    units = vectors[number][1:]
-                    similarities = [float(x) for x in units @ vectors[number][0]]
+                    similarities, units = split_query_row(vectors[number])
                 elif encode is not None:
                     similarities, units = query_similarities(encode, questions[qi], own)
             if keep_rule.fuse_lexical:
