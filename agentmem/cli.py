@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from agentmem.bench.cli import bench_app
-from agentmem.train.cli import train_app
+from agentmem.train.cli import DEFAULT_DATA, train_app
 
 app = typer.Typer(help="agentmem: context hygiene for LLM calls.", no_args_is_help=True,
                   add_completion=False)
@@ -212,7 +212,10 @@ def echo_upstream(host: str = typer.Option("127.0.0.1"), port: int = typer.Optio
 @app.command("export-onnx")
 def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder, pruner, "
                                                    "pruner-int8, nli, nli-int8 (default: all "
-                                                   "five).")):
+                                                   "five)."),
+                calibration: Path = typer.Option(DEFAULT_DATA / "prune" / "squad_train.jsonl",
+                                                 help="Training passages (prune-bench JSONL) the "
+                                                 "int8 pruner's smoothing reads.")):
     """Export the shipped models to ONNX for the torch-free runtime (a developer's step after
     retraining a checkpoint; needs torch and onnx: the ``[dev]`` install)."""
     import importlib.util
@@ -229,7 +232,7 @@ def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder,
     unknown = sorted(set(which) - set(known))
     if unknown:
         raise typer.BadParameter(f"unknown model(s) {unknown}; use {', '.join(known)}")
-    for record in export_all(which):
+    for record in export_all(which, calibration):
         print(json.dumps(record))
 
 

@@ -291,25 +291,36 @@ def export_nli_int8(source: Path, target: Path) -> dict[str, Any]:
                      "nli-int8")
 
 
-def export_pruner_int8(source: Path, target: Path) -> dict[str, Any]:
+def export_pruner_int8(source: Path, target: Path, calibration: Path) -> dict[str, Any]:
     """The pruner checkpoint in ``source`` as an int8 ONNX model in ``target``
     (``prune.checkpoint: pruner-minilm-int8``).
 
     Why: the pruner reads on the call path (a large tool output, ``/v1/highlight``), where a
     512-token block costs ~0.12 s in float32 on one core of a 2-core CPU; the int8 copy reads a
     1,200-token output 1.8x faster, with nearly the float model's decisions (model card:
-    ``checkpoints/pruner-minilm-int8/MODEL_CARD.md``). Its activations are quantised per run,
-    so ``OnnxProvence`` runs it one block at a time: a block's scores never depend on which
-    other blocks share its batch."""
+    ``checkpoints/pruner-minilm-int8/MODEL_CARD.md``). Before quantising, each product's input
+    is smoothed (``agentmem.models.smoothing``) with maxima read on ``calibration``'s
+    training passages, which halves the int8 copy's distance to the float model. Its
+    activations are quantised per run, so ``OnnxProvence`` runs it one block at a time: a
+    block's scores never depend on which other blocks share its batch."""
     from agentmem.models.provence import load_model
+    from agentmem.models.pruner import Pruner
+    from agentmem.models.smoothing import ALPHA, calibration_passages, input_maxima, smooth
 
-    model, _, _ = load_model(source)
+    model, tokenizer, config = load_model(source)
     model = _eager(model.float())  # also the matrix products the quantiser recognises
+    reader = Pruner(model, tokenizer, config)
+    blocks = [block.input_ids for question, sentences in calibration_passages(calibration)
+              for block in reader.blocks(question, sentences)]
+    smooth(model, input_maxima(model, blocks), ALPHA)
+    smoothing = {"alpha": ALPHA, "calibration": f"{calibration.parent.name}/{calibration.name}",
+                 "calibration_sha256": sha256_of(calibration), "calibration_blocks": len(blocks)}
     return _quantise(lambda path: _export_pruner(model, path, float16=False),
-                     source, target, "pruner-int8")
+                     source, target, "pruner-int8", smoothing=smoothing)
 
 
-def _quantise(export: Any, source: Path, target: Path, what: str) -> dict[str, Any]:
+def _quantise(export: Any, source: Path, target: Path, what: str,
+              smoothing: dict[str, Any] | None = None) -> dict[str, Any]:
     """``export(path)`` writes the float32 graph; it is stored in ``target`` in int8.
 
     Weights (the encoder's matrices per output channel, and the embeddings) are stored in int8
@@ -340,6 +351,8 @@ def _quantise(export: Any, source: Path, target: Path, what: str) -> dict[str, A
               "storage": "int8 weights per output channel and int8 embeddings; activations "
                          "quantised per call (onnxruntime quantize_dynamic)",
               "dynamic_int8": True}
+    if smoothing:
+        record["smoothing"] = smoothing
     (target / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return record
 
@@ -354,9 +367,10 @@ def _activation_products(path: Path) -> list[str]:
             and not any(name in constants for name in node.input)]
 
 
-def export_all(which: list[str]) -> list[dict[str, Any]]:
+def export_all(which: list[str], calibration: Path | None = None) -> list[dict[str, Any]]:
     """Export the shipped models named in ``which`` (embedder, pruner, pruner-int8, nli,
-    nli-int8) in place."""
+    nli-int8) in place; ``calibration``: the training passages the int8 pruner's smoothing
+    reads (``prune/squad_train.jsonl`` of the shared data)."""
     from agentmem.models.registry import (
         default_embedder_onnx_path,
         default_nli_path,
@@ -368,7 +382,15 @@ def export_all(which: list[str]) -> list[dict[str, Any]]:
     jobs = {"embedder": lambda: export_embedder(Path(default_embedder_onnx_path())),
             "pruner": lambda: export_pruner(Path(default_pruner_path())),
             "pruner-int8": lambda: export_pruner_int8(Path(default_pruner_path()),
-                                                      Path(default_pruner_int8_path())),
+                                                      Path(default_pruner_int8_path()),
+                                                      _required(calibration)),
             "nli": lambda: export_nli(Path(default_nli_path())),
             "nli-int8": lambda: export_nli_int8(Path(default_nli_path()), Path(default_nli_screen_path()))}
     return [jobs[name]() for name in which]
+
+
+def _required(calibration: Path | None) -> Path:
+    if calibration is None or not calibration.is_file():
+        raise FileNotFoundError(f"the int8 pruner's smoothing reads training passages: "
+                                f"{calibration} is not a file (--calibration)")
+    return calibration
