@@ -313,6 +313,8 @@ def test_smoothing_keeps_the_float_model_and_flattens_what_int8_rounds(tmp_path)
         return max(float(v.max() / v.median()) for layer in found for v in layer.values())
 
     assert spread(maxima) > 10 and spread(input_maxima(model, blocks)) < spread(maxima) / 3
+    with pytest.raises(ValueError, match="smoothed already"):  # it would scale twice
+        smooth(model, maxima)
 
     # the calibration passages: paragraphs as they are, then runs of one article's paragraphs
     rows = [{"question": f"q{i}", "title": "A" if i < 7 else "B", "sentences": [f"s{i}.", f"t{i}."]}

@@ -383,13 +383,13 @@ def export_all(which: list[str], calibration: Path | None = None) -> list[dict[s
             "pruner": lambda: export_pruner(Path(default_pruner_path())),
             "pruner-int8": lambda: export_pruner_int8(Path(default_pruner_path()),
                                                       Path(default_pruner_int8_path()),
-                                                      _required(calibration)),
+                                                      _calibration_file(calibration)),
             "nli": lambda: export_nli(Path(default_nli_path())),
             "nli-int8": lambda: export_nli_int8(Path(default_nli_path()), Path(default_nli_screen_path()))}
     return [jobs[name]() for name in which]
 
 
-def _required(calibration: Path | None) -> Path:
+def _calibration_file(calibration: Path | None) -> Path:
     if calibration is None or not calibration.is_file():
         raise FileNotFoundError(f"the int8 pruner's smoothing reads training passages: "
                                 f"{calibration} is not a file (--calibration)")

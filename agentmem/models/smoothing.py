@@ -102,6 +102,8 @@ def smooth(model: nn.Module, maxima: list[dict[str, torch.Tensor]], alpha: float
     """``model`` with every encoder product's input smoothed (module docstring), in place;
     its float outputs are unchanged up to rounding."""
     for layer, found in zip(_layers(model), maxima, strict=True):
+        if isinstance(layer.intermediate, _Prescaled):  # a second pass would scale twice
+            raise ValueError("this model is smoothed already")
         products = _products(layer)
         scales = {}
         for group, linears in products.items():
