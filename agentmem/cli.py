@@ -215,7 +215,11 @@ def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder,
                                                    "five)."),
                 calibration: Path = typer.Option(DEFAULT_DATA / "prune" / "squad_train.jsonl",
                                                  help="Training passages (prune-bench JSONL) the "
-                                                 "int8 pruner's smoothing reads.")):
+                                                 "int8 pruner's smoothing reads."),
+                nli_calibration: Path = typer.Option(DEFAULT_DATA / "nli" / "dnli" / "data.csv",
+                                                     help="Training pairs (tab-separated premise, "
+                                                     "hypothesis) the NLI screen's smoothing "
+                                                     "reads.")):
     """Export the shipped models to ONNX for the torch-free runtime (a developer's step after
     retraining a checkpoint; needs torch and onnx: the ``[dev]`` install)."""
     import importlib.util
@@ -232,7 +236,7 @@ def export_onnx(models: list[str] = typer.Argument(None, help="Any of: embedder,
     unknown = sorted(set(which) - set(known))
     if unknown:
         raise typer.BadParameter(f"unknown model(s) {unknown}; use {', '.join(known)}")
-    for record in export_all(which, calibration):
+    for record in export_all(which, calibration, nli_calibration):
         print(json.dumps(record))
 
 

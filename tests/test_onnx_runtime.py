@@ -294,7 +294,7 @@ def test_smoothing_keeps_the_float_model_and_flattens_what_int8_rounds(tmp_path)
 
     from agentmem.models.provence import load_model
     from agentmem.models.pruner import Pruner
-    from agentmem.models.smoothing import calibration_passages, input_maxima, smooth
+    from agentmem.models.smoothing import block_inputs, calibration_passages, input_maxima, smooth
 
     model, tokenizer, config = load_model(default_pruner_path())
     model = model.float().eval()
@@ -303,7 +303,7 @@ def test_smoothing_keeps_the_float_model_and_flattens_what_int8_rounds(tmp_path)
     ids = torch.tensor([blocks[0]])
     with torch.inference_mode():
         rank, tokens = model(ids, torch.ones_like(ids))
-    maxima = input_maxima(model, blocks)
+    maxima = input_maxima(model, block_inputs(blocks))
     smooth(model, maxima)
     with torch.inference_mode():
         rank_after, tokens_after = model(ids, torch.ones_like(ids))
@@ -312,7 +312,7 @@ def test_smoothing_keeps_the_float_model_and_flattens_what_int8_rounds(tmp_path)
     def spread(found):
         return max(float(v.max() / v.median()) for layer in found for v in layer.values())
 
-    assert spread(maxima) > 10 and spread(input_maxima(model, blocks)) < spread(maxima) / 3
+    assert spread(maxima) > 10 and spread(input_maxima(model, block_inputs(blocks))) < spread(maxima) / 3
     with pytest.raises(ValueError, match="smoothed already"):  # it would scale twice
         smooth(model, maxima)
 

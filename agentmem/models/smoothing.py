@@ -24,14 +24,15 @@ GELU's output, so it gets an explicit multiply too. The multiplies are element-w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["ALPHA", "calibration_passages", "input_maxima", "smooth"]
+__all__ = ["ALPHA", "block_inputs", "calibration_pairs", "calibration_passages", "input_maxima",
+           "smooth"]
 
 ALPHA = 0.8  # migration strength; chosen on training passages by closeness to the float model
 
@@ -72,30 +73,37 @@ def _products(layer: Any) -> dict[str, list[nn.Linear]]:
             "output": [_inner(layer.output).dense]}
 
 
-def input_maxima(model: nn.Module, blocks: Iterable[Sequence[int]]) -> list[dict[str, torch.Tensor]]:
+def input_maxima(model: nn.Module, inputs: Iterable[Mapping[str, torch.Tensor]]
+                 ) -> list[dict[str, torch.Tensor]]:
     """Per layer and product group, the largest absolute value each input channel took
-    while ``model`` read ``blocks`` (token ids, one block per forward pass)."""
+    while ``model`` read ``inputs`` (one forward pass each, ``model(**item)``)."""
     layers = _layers(model)
     maxima: list[dict[str, torch.Tensor]] = [{} for _ in layers]
     hooks = []
     for index, layer in enumerate(layers):
         for group, linears in _products(layer).items():
-            def record(_module: nn.Module, inputs: tuple[torch.Tensor, ...], _output: Any,
+            def record(_module: nn.Module, given: tuple[torch.Tensor, ...], _output: Any,
                        *, store: dict[str, torch.Tensor] = maxima[index], key: str = group) -> None:
-                seen = inputs[0].detach().abs().reshape(-1, inputs[0].shape[-1]).amax(dim=0)
+                seen = given[0].detach().abs().reshape(-1, given[0].shape[-1]).amax(dim=0)
                 store[key] = torch.maximum(store[key], seen) if key in store else seen
             hooks.append(linears[0].register_forward_hook(record))
     try:
         with torch.inference_mode():
-            for ids in blocks:
-                tensor = torch.tensor([list(ids)])
-                model(tensor, torch.ones_like(tensor))
+            for item in inputs:
+                model(**item)
     finally:
         for hook in hooks:
             hook.remove()
     if any(len(found) < 4 for found in maxima):
-        raise ValueError("no calibration block was read")
+        raise ValueError("no calibration input was read")
     return maxima
+
+
+def block_inputs(blocks: Iterable[Sequence[int]]) -> Iterator[dict[str, torch.Tensor]]:
+    """A pruner's blocks (token ids) as its forward pass's arguments, one block a pass."""
+    for ids in blocks:
+        tensor = torch.tensor([list(ids)])
+        yield {"input_ids": tensor, "attention_mask": torch.ones_like(tensor)}
 
 
 def smooth(model: nn.Module, maxima: list[dict[str, torch.Tensor]], alpha: float = ALPHA) -> nn.Module:
@@ -146,3 +154,17 @@ def calibration_passages(path: Path, *, single: int = 40, joined: int = 40,
             chunk = group[start:start + paragraphs]
             passages.append((chunk[0]["question"], [s for row in chunk for s in row["sentences"]]))
     return passages
+
+
+def calibration_pairs(path: Path, *, count: int = 300) -> list[tuple[str, str]]:
+    """(premise, hypothesis) to read for the NLI screen's maxima: the first ``count`` rows of
+    a tab-separated NLI *training* file (``nli/dnli/data.csv``: context, hypothesis, label;
+    dialogue turns, the text the clash check scores)."""
+    pairs = []
+    for line in path.read_text().splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 2 and fields[0].strip() and fields[1].strip():
+            pairs.append((fields[0], fields[1]))
+        if len(pairs) >= count:
+            break
+    return pairs
