@@ -317,8 +317,8 @@ def test_smoothing_keeps_the_float_model_and_flattens_what_int8_rounds(tmp_path)
         smooth(model, maxima)
 
     # the calibration passages: paragraphs as they are, then runs of one article's paragraphs
-    rows = [{"question": f"q{i}", "title": "A" if i < 7 else "B", "sentences": [f"s{i}.", f"t{i}."]}
-            for i in range(10)]
+    rows = [{"id": f"r{i}", "question": f"q{i}", "title": "A" if i < 7 else "B",
+             "sentences": [f"s{i}.", f"t{i}."], "labels": [1, 0]} for i in range(10)]
     source = tmp_path / "train.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows + rows[:2]))  # repeats: once
     passages = calibration_passages(source, single=3, joined=5, paragraphs=3)

@@ -285,20 +285,18 @@ def export_nli_int8(source: Path, target: Path, calibration: Path) -> dict[str, 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from agentmem.models.nli import label_order
-    from agentmem.models.smoothing import ALPHA, calibration_pairs, input_maxima, smooth
+    from agentmem.models.smoothing import calibration_pairs
 
     model = AutoModelForSequenceClassification.from_pretrained(
         str(source), local_files_only=True, dtype=torch.float32, attn_implementation="eager").eval()
     label_order(model.config.id2label or {})  # a 3-way NLI model, or stop here
     tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True)
-    pairs = calibration_pairs(calibration)
-    smooth(model, input_maxima(model, (dict(tokenizer(premise, hypothesis, truncation=True,
-                                                      max_length=128,  # as they read
-                                                      return_tensors="pt"))
-                                       for premise, hypothesis in pairs)), ALPHA)
+    inputs = [dict(tokenizer(premise, hypothesis, truncation=True, max_length=128,  # as they read
+                             return_tensors="pt"))
+              for premise, hypothesis in calibration_pairs(calibration)]
+    smoothing = _smooth(model, inputs, calibration, "calibration_pairs")
     return _quantise(lambda path: _export_nli(model, path, float16=False), source, target,
-                     "nli-int8", smoothing=_smoothing_record(calibration, "calibration_pairs",
-                                                             len(pairs)))
+                     "nli-int8", smoothing=smoothing)
 
 
 def export_pruner_int8(source: Path, target: Path, calibration: Path) -> dict[str, Any]:
@@ -315,25 +313,27 @@ def export_pruner_int8(source: Path, target: Path, calibration: Path) -> dict[st
     block's scores never depend on which other blocks share its batch."""
     from agentmem.models.provence import load_model
     from agentmem.models.pruner import Pruner
-    from agentmem.models.smoothing import ALPHA, block_inputs, calibration_passages, input_maxima, smooth
+    from agentmem.models.smoothing import block_inputs, calibration_passages
 
     model, tokenizer, config = load_model(source)
     model = _eager(model.float())  # also the matrix products the quantiser recognises
     reader = Pruner(model, tokenizer, config)
     blocks = [block.input_ids for question, sentences in calibration_passages(calibration)
               for block in reader.blocks(question, sentences)]
-    smooth(model, input_maxima(model, block_inputs(blocks)), ALPHA)
+    smoothing = _smooth(model, list(block_inputs(blocks)), calibration, "calibration_blocks")
     return _quantise(lambda path: _export_pruner(model, path, float16=False),
-                     source, target, "pruner-int8",
-                     smoothing=_smoothing_record(calibration, "calibration_blocks", len(blocks)))
+                     source, target, "pruner-int8", smoothing=smoothing)
 
 
-def _smoothing_record(calibration: Path, unit: str, count: int) -> dict[str, Any]:
-    """What ``onnx.json`` says of an int8 copy's smoothing: enough to redo it."""
-    from agentmem.models.smoothing import ALPHA
+def _smooth(model: Any, inputs: list[dict[str, Any]], calibration: Path, unit: str
+            ) -> dict[str, Any]:
+    """``model`` smoothed on ``inputs`` (read from ``calibration``), in place; returns what
+    ``onnx.json`` says of it: enough to redo it."""
+    from agentmem.models.smoothing import ALPHA, input_maxima, smooth
 
+    smooth(model, input_maxima(model, inputs), ALPHA)
     return {"alpha": ALPHA, "calibration": f"{calibration.parent.name}/{calibration.name}",
-            "calibration_sha256": sha256_of(calibration), unit: count}
+            "calibration_sha256": sha256_of(calibration), unit: len(inputs)}
 
 
 def _quantise(export: Any, source: Path, target: Path, what: str,

@@ -25,7 +25,6 @@ GELU's output, so it gets an explicit multiply too. The multiplies are element-w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -139,34 +138,30 @@ def calibration_passages(path: Path, *, single: int = 40, joined: int = 40,
     passages (``prune/squad_train.jsonl``): its first ``single`` paragraphs as they are, then
     ``joined`` passages of ``paragraphs`` consecutive paragraphs of one article (so positions
     past the first few hundred tokens and every block of a long passage are seen)."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    by_title: dict[str, list[dict]] = {}
+    from agentmem.bench.formats import PruneRecord, read_jsonl
+
+    by_title: dict[str, list[PruneRecord]] = {}
     seen: set[tuple[str, ...]] = set()
-    for row in rows:
-        key = tuple(row["sentences"])
+    for row in read_jsonl(path, PruneRecord):
+        key = tuple(row.sentences)
         if key not in seen:
             seen.add(key)
-            by_title.setdefault(row.get("title") or "", []).append(row)
+            by_title.setdefault(row.title or "", []).append(row)
     unique = [row for group in by_title.values() for row in group]
-    passages = [(row["question"], list(row["sentences"])) for row in unique[:single]]
+    passages = [(row.question, list(row.sentences)) for row in unique[:single]]
     for group in by_title.values():
         for start in range(0, len(group) - paragraphs + 1, paragraphs):
             if len(passages) >= single + joined:
                 return passages
             chunk = group[start:start + paragraphs]
-            passages.append((chunk[0]["question"], [s for row in chunk for s in row["sentences"]]))
+            passages.append((chunk[0].question, [s for row in chunk for s in row.sentences]))
     return passages
 
 
 def calibration_pairs(path: Path, *, count: int = 300) -> list[tuple[str, str]]:
-    """(premise, hypothesis) to read for the NLI screen's maxima: the first ``count`` rows of
-    a tab-separated NLI *training* file (``nli/dnli/data.csv``: context, hypothesis, label;
-    dialogue turns, the text the clash check scores)."""
-    pairs = []
-    for line in path.read_text().splitlines():
-        fields = line.split("\t")
-        if len(fields) >= 2 and fields[0].strip() and fields[1].strip():
-            pairs.append((fields[0], fields[1]))
-        if len(pairs) >= count:
-            break
-    return pairs
+    """(premise, hypothesis) to read for the NLI screen's maxima: the first ``count`` pairs of
+    DNLI's *training* file (``nli/dnli/data.csv``, read as the NLI trainer reads it: dialogue
+    turns, the text the clash check scores)."""
+    from agentmem.train.nli_data import read_dnli
+
+    return [(pair.premise, pair.hypothesis) for pair in read_dnli(path)[:count]]
