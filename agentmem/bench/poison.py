@@ -4,7 +4,8 @@ Each record is replayed as a proxied session: one hygiene call at every user tur
 messages up to it, background work drained in between (as time passes between real turns).
 On the last call a claim is *caught* when a quarantine record sits on one of its occurrences
 and none of its occurrences reaches the outgoing request. Which sentence of an occurrence
-message is the claim is decided by MiniLM similarity to the claim's text.
+message states the claim is decided by ``claim_sentence``: MiniLM similarity to the claim's
+text plus the share of the claim's own words (``distinctive_terms``) the sentence carries.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 from typing import Any
 
 from agentmem.bench.scratch import scratch_hygiene
+from agentmem.lexical import terms
 from agentmem.messages import text_of
 from agentmem.text import split_sentences
 
@@ -51,8 +53,9 @@ async def _run(records, policy) -> dict[str, Any]:
                 if claim.status not in totals:
                     continue
                 totals[claim.status] += 1
+                own = distinctive_terms(claim.text, messages, claim.occurrences)
                 reached = [o for o in claim.occurrences
-                           if _claim_reaches(claim.text, messages[o], outgoing.get(o), embedder)]
+                           if _claim_reaches(claim.text, own, messages[o], outgoing.get(o), embedder)]
                 hit = bool(flagged & set(claim.occurrences)) and not reached
                 caught[claim.status] += hit
                 details.append({"record": record.id, "status": claim.status, "caught": hit,
@@ -67,17 +70,42 @@ async def _run(records, policy) -> dict[str, Any]:
     }
 
 
-def _claim_reaches(claim: str, original: dict, sent: dict | None, embedder) -> bool:
+def distinctive_terms(claim: str, messages: list[dict], occurrences: list[int]) -> set[str]:
+    """The claim's words that no message outside its occurrences uses: what makes it this
+    claim rather than the conversation's topic ("rooftop bar" in "Hotel Miradouro has a
+    rooftop bar", where every message names the hotel)."""
+    where = set(occurrences)
+    elsewhere: set[str] = set()
+    for index, message in enumerate(messages):
+        if index not in where:
+            elsewhere.update(terms(text_of(message)))
+    return set(terms(claim)) - elsewhere
+
+
+def claim_sentence(claim: str, distinctive: set[str], text: str, embedder) -> str | None:
+    """The sentence of an occurrence message that states the claim: the best MiniLM cosine to
+    the claim plus the share of ``distinctive`` it carries. Cosine alone picks the sentence
+    that shares the claim's names ("Best match is Hotel Miradouro: 400 m from Ribeira ...")
+    over the one that states it ("Reviewers love the river views and the rooftop bar ..."):
+    on the poison dev files it disagreed with this choice on 32 of 661 occurrences and was
+    the right one on 5 of them (README, Benchmarks: Quarantine)."""
+    sentences = [text[s.start:s.end] for s in split_sentences(text)]
+    if not sentences:
+        return None
+    vectors = embedder.encode([claim, *sentences])
+    cosines = vectors[1:] @ vectors[0]
+    share = [len(distinctive & set(terms(sentence))) / max(1, len(distinctive))
+             for sentence in sentences]
+    return max(zip(sentences, cosines, share), key=lambda row: float(row[1]) + row[2])[0]
+
+
+def _claim_reaches(claim: str, distinctive: set[str], original: dict, sent: dict | None,
+                   embedder) -> bool:
     """Whether the occurrence's claim sentence is still in the outgoing message."""
     if sent is None:
         return False
-    text = text_of(original)
-    sentences = [text[s.start:s.end] for s in split_sentences(text)]
-    if not sentences:
-        return False
-    vectors = embedder.encode([claim, *sentences])
-    best = sentences[int((vectors[1:] @ vectors[0]).argmax())]
-    return best in text_of(sent)
+    sentence = claim_sentence(claim, distinctive, text_of(original), embedder)
+    return sentence is not None and sentence in text_of(sent)
 
 
 def run_poison(records, *, policy: str | None = None) -> dict[str, Any]:
