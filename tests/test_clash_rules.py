@@ -250,7 +250,8 @@ def test_phatic_no_states_no_fact(text: str) -> None:
 def test_pairs_the_comparisons_relate_are_comparable() -> None:
     """``comparable`` lets the call path skip pairs without comparing their facts: it must
     never skip a pair that ``_compare`` relates (every fact pair of this file's texts)."""
-    from agentmem.quarantine.slots import _compare, comparable
+    from agentmem.quarantine.slots import comparable
+    from agentmem.quarantine.slots.conflicts import _compare
 
     texts = sorted({t for older, newer, *_ in CLASHES + HARD_NEGATIVES for t in (older, newer)})
     related = skipped = 0
