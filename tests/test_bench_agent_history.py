@@ -145,3 +145,16 @@ def test_back_to_back_needs_a_second_call(tmp_path):
                           timeout=120)
     assert done.returncode == 2
     assert "--back-to-back" in done.stderr and "--follow-up" in done.stderr
+
+
+def test_compared_policies_take_turns_running_first():
+    """A question's first call pays its cold caches; in a fixed order the compared policies
+    always ran warm and looked faster for that alone."""
+    from agentmem.bench.history import Tally, turn_order
+
+    tallies = [Tally(name) for name in ("default", "agent", "chat")]
+    firsts = [turn_order(tallies, question)[0].policy for question in range(9)]
+    assert firsts.count("default") == firsts.count("agent") == firsts.count("chat") == 3
+    for question in range(9):  # every policy still runs once per question
+        assert sorted(t.policy for t in turn_order(tallies, question)) == ["agent", "chat", "default"]
+    assert turn_order(tallies[:1], 5) == tallies[:1]

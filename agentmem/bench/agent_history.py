@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agentmem.bench.history import Tally, embedding_topk_rows
+from agentmem.bench.history import Tally, embedding_topk_rows, turn_order
 from agentmem.bench.results import percentile
 from agentmem.bench.scratch import scratch_hygiene
 from agentmem.ingest import message_tokens
@@ -210,7 +210,7 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                 row_text = {r: passage[rows[r][1]:rows[r][2]] for r in tool_rows}
                 rows_of_gold = [[r for r in tool_rows if row_text[r] in g or g in row_text[r]]
                                 for g in gold]
-                for tally in tallies:
+                for tally in turn_order(tallies, questions):
                     started = time.perf_counter()
                     result = await hygiene.apply(
                         request, session_id=name,
