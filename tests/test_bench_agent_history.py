@@ -158,3 +158,24 @@ def test_compared_policies_take_turns_running_first():
     for question in range(9):  # every policy still runs once per question
         assert sorted(t.policy for t in turn_order(tallies, question)) == ["agent", "chat", "default"]
     assert turn_order(tallies[:1], 5) == tallies[:1]
+
+
+def test_a_final_question_without_unreturned_passages_left_gets_no_second_call(tmp_path):
+    """Twelve steps of two passages leave six of the thirty unreturned: three second calls.
+    The others would have answered "No results.", a far lighter step than the ones measured."""
+    [session] = build_sessions(passages_of(_records()), steps=12, sessions=1, per_session=6,
+                               results=2, seed=0)
+    assert len(session.spare) == 6 and len(session.finals) == 6
+    source = tmp_path / "towns.jsonl"
+    source.write_text("".join(r.model_dump_json() + "\n" for r in _records()))
+    policy = tmp_path / "prune.yaml"
+    policy.write_text("extends: default\nname: prune-only\nstages: [prune]\n")
+    out = tmp_path / "result.json"
+    done = subprocess.run([sys.executable, "-m", "agentmem", "bench", "agent-history",
+                           "--data", str(source), "--policy", str(policy), "--steps", "12",
+                           "--sessions", "1", "--per-session", "6", "--results", "2",
+                           "--follow-up", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["n"] == 6 and result["follow_up"]["n"] == 3

@@ -235,10 +235,10 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                     hits[1] += sum(bool(found) and all(r in chosen for r in found)
                                    for found in rows_of_gold)
                     hits[2] += len(final.gold)
-                    if follow_up:
+                    found = session.spare[results * number_in_session:][:results]
+                    if follow_up and found:  # none left: not measured (see run_agent_history)
                         if not back_to_back:
                             await hygiene.drain()  # the reply's work, done while the tool runs
-                        found = session.spare[results * number_in_session:][:results]
                         started = time.perf_counter()
                         later = await hygiene.apply(
                             request + _follow_up(final, found, number_in_session, result_format),
@@ -306,7 +306,12 @@ def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), st
     the result; the second call's turns are stored, so the next question diverges from them
     as a client's edit would). ``back_to_back``: the second call comes as soon as the first
     returns (a tool that answers at once), so it competes with the first call's background
-    work for the cores, where by default that work is done first (a tool slower than it)."""
+    work for the cores, where by default that work is done first (a tool slower than it).
+    A final question whose session has no unreturned passage left gets no second call (it
+    would answer "No results.", a far lighter step); ``follow_up.n`` counts those measured:
+    with the defaults on the shared SQuAD dev file 15 passages are left a session, enough
+    for the first 5 of its 20 final questions (before stop 49 the other 15 were measured
+    with "No results.")."""
     built = build_sessions(passages_of(records), steps=steps, sessions=sessions,
                            per_session=per_session, results=results, rerun_every=rerun_every,
                            seed=seed, result_format=result_format)
