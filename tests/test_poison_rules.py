@@ -21,11 +21,11 @@ from agentmem.quarantine.poison import (
     _shared_counts,
     _Unit,
     claim_chains,
+    close_pairs,
     detail_terms,
     detect_poison,
     entities_of,
     group_clauses,
-    meaning_pairs,
     split_clauses,
     support_level,
     unsupported_details,
@@ -449,7 +449,7 @@ def test_a_growing_session_finds_what_a_fresh_detection_finds(encode):
     """Session-wide tables are extended reply by reply (and coverage is cached by content):
     on every prefix of a growing session they equal a straightforward recomputation, and the
     findings equal a detection that starts cold."""
-    from agentmem.quarantine import poison
+    from agentmem.quarantine import cosines, poison
 
     messages = _grown_session()
     prefixes = [statements(messages[:upto], encode) for upto in range(5, len(messages) + 1, 4)]
@@ -472,6 +472,7 @@ def test_a_growing_session_finds_what_a_fresh_detection_finds(encode):
         poison._units_kept.clear()
         poison._support_kept.clear()
         poison._covered.cache_clear()
+        cosines.forget()
         cold.append(_as_dicts(detect_poison(prefix, SETTINGS, encode=encode, since_position=since)))
     assert grown == cold
     assert any(grown), "the session's recurring depot claim is found"
@@ -627,7 +628,7 @@ def _chain_link(a: int, b: int, clauses: list[Clause], gaps: dict[int, frozenset
 
 
 def test_chains_read_the_detections_close_pairs_as_a_pairwise_reading():
-    """The chains take the detection's close pairs (``meaning_pairs`` over every clause at the
+    """The chains take the detection's close pairs (``close_pairs`` over every clause at the
     recurrence bar) and read similarities in place: the same chains as reading every pair of
     the members (random clauses, similarities and member subsets)."""
     rng = np.random.default_rng(11)
@@ -651,7 +652,7 @@ def test_chains_read_the_detections_close_pairs_as_a_pairwise_reading():
         expected = [[members[i] for i in c]
                     for c in _components(len(members), np.asarray(edges, dtype=np.int64).reshape(-1, 2))
                     if len(c) > 1] if len(members) > 1 else []
-        close = meaning_pairs(similarity, SETTINGS.recurrence_similarity)
+        close = close_pairs(similarity, SETTINGS.recurrence_similarity)
         assert claim_chains(members, gaps, anchors, clauses, similarity, SETTINGS, close) == expected
         assert claim_chains(members, gaps, anchors, clauses, similarity, SETTINGS) == expected
         same = group_clauses(clauses, similarity, SETTINGS, {}, 10)

@@ -54,7 +54,8 @@ once per process; a clause that is its whole sentence reuses the stored sentence
 what a unit states by its words; repeated authority statements are one unit; support uses an
 index from details to units (arrays: a long session's common words hold thousands) and
 skips user units later than the earliest that already backs the clause; grouping is one
-clause-by-clause similarity matrix over the window. What a unit states of a clause is cached
+clause-by-clause similarity matrix over the window, carried over with its close pairs from the
+previous detection for the clauses the two windows share (``agentmem.quarantine.cosines``). What a unit states of a clause is cached
 by content (the next reply re-checks almost the same pairs), and the session-wide tables
 (the units' index, words' turn counts) are extended by each reply's new rows, not rebuilt
 (LoCoMo text, 600+ turns: ~28 -> ~15 ms a detection). The claims are the window's, the
@@ -80,6 +81,7 @@ import numpy as np
 
 from agentmem.lexical import terms
 from agentmem.models.runtime import pause_point
+from agentmem.quarantine.cosines import clause_cosines, close_pairs
 from agentmem.quarantine.statements import Statements, canonical_claim
 
 Encoder = Callable[[list[str]], np.ndarray]
@@ -715,9 +717,10 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     taken: set[int] = set()
     # Every clause's row, though only the open ones are read: one product, where filling the
     # open block of a full matrix cost a copy of it (~30 ms at 2,000 clauses); usually (a
-    # session with few trusted sources) almost every clause is open.
-    similarity = vectors @ vectors.T
-    close = meaning_pairs(similarity, settings.recurrence_similarity)  # the grouping's and chains'
+    # session with few trusted sources) almost every clause is open. The previous
+    # detection's product and close pairs are carried over for the clauses it shares.
+    cosines = clause_cosines(vectors, settings.recurrence_similarity)
+    similarity, close = cosines.similarity, cosines.pairs  # the grouping's and chains'
     if len(open_) == len(clauses):
         open_similarity, open_close = similarity, close
     else:
@@ -1137,7 +1140,7 @@ def claim_chains(members: list[int], gaps: dict[int, frozenset[str]], anchors: s
     related meaning, or say the same thing in other words. A candidate group chains loosely
     (a shared name, a shared number); a claim must hold together pairwise. ``members``
     ascending; ``close``: the pairs of ``clauses`` at or above the recurrence bar
-    (``meaning_pairs``), when the caller has them."""
+    (``close_pairs``), when the caller has them."""
     m = len(members)
     if m < 2:
         return []
@@ -1151,31 +1154,22 @@ def claim_chains(members: list[int], gaps: dict[int, frozenset[str]], anchors: s
     by_anchor, _ = _shared_counts([gaps[k] & anchors for k in members])
     by_anchor = by_anchor[similarity[index[by_anchor[:, 0]], index[by_anchor[:, 1]]] >= LINK_SIMILARITY]
     if close is None:
-        close = meaning_pairs(similarity, para)
+        close = close_pairs(similarity, para)
     close = pairs_among(close, index, len(similarity))
     left, right = close[:, 0], close[:, 1]
     between = similarity[index[left], index[right]]
     close, left, right, between = (a[between >= para] for a in (close, left, right, between))
     amounts = [{d for d in clauses[k].entities if d[:1] == "#"} for k in members]
     gapped = [gaps[k] for k in members]
-    close_pairs = close.tolist()  # these only: a common unsupported word is in thousands
+    near = close.tolist()  # these only: a common unsupported word is in thousands
     same_values = np.asarray([not (amounts[i] and amounts[j]) or not amounts[i].isdisjoint(amounts[j])
-                              for i, j in close_pairs], dtype=bool)
-    shares_gap = np.asarray([not gapped[i].isdisjoint(gapped[j]) for i, j in close_pairs], dtype=bool)
+                              for i, j in near], dtype=bool)
+    shares_gap = np.asarray([not gapped[i].isdisjoint(gapped[j]) for i, j in near], dtype=bool)
     paraphrase = close[same_values & (shares_gap | (between >= CLOSE_PARAPHRASE))]
     pairs = np.concatenate((by_anchor, paraphrase))
     pairs = pairs[positions[pairs[:, 0]] != positions[pairs[:, 1]]]
     return [[members[i] for i in component] for component in _components(m, pairs)
             if len(component) > 1]
-
-
-def meaning_pairs(similarity: np.ndarray, bar: float) -> np.ndarray:
-    """The pairs (i, j), i < j, whose similarity is at or above ``bar``, in row order: computed
-    once a detection, for the grouping and, above the paraphrase bar, the chains. (Every
-    close pair, then the upper ones: half the time of masking the matrix's lower triangle.)"""
-    left, right = np.nonzero(similarity >= bar)
-    upper = left < right
-    return np.stack((left[upper], right[upper]), axis=1)
 
 
 def pairs_among(pairs: np.ndarray, members: np.ndarray, size: int) -> np.ndarray:
@@ -1275,7 +1269,7 @@ def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
     """Candidate groups: connected clauses of different turns with the same meaning (cosine
     above the recurrence bar), a related meaning (above half of it) and a shared specific
     word, or two shared specific words. ``same_meaning``: the first kind of pairs
-    (``meaning_pairs`` at the recurrence bar), when the caller has them."""
+    (``close_pairs`` at the recurrence bar), when the caller has them."""
     n = len(clauses)
     if not n:
         return []
@@ -1289,7 +1283,7 @@ def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
     # The pairs as lists, not n x n matrices: a chatty session's window has ~2,000 clauses,
     # and counting shared words into a matrix cost more than the rest of the grouping.
     if same_meaning is None:
-        same_meaning = meaning_pairs(similarity, bar)
+        same_meaning = close_pairs(similarity, bar)
     word_pairs, shared = _shared_counts([{w for w in c.details if specific[w]} for c in clauses])
     related = (shared >= 2) | (similarity[word_pairs[:, 0], word_pairs[:, 1]] >= bar / 2)
     pairs = np.concatenate((same_meaning, word_pairs[related]))
