@@ -15,13 +15,10 @@ import pytest
 from agentmem.ingest import source_of
 from agentmem.lexical import terms
 from agentmem.messages import text_of
+from agentmem.quarantine.cosines import close_pairs
 from agentmem.quarantine.poison import (
     Clause,
-    _components,
-    _shared_counts,
-    _Unit,
     claim_chains,
-    close_pairs,
     detail_terms,
     detect_poison,
     entities_of,
@@ -30,6 +27,8 @@ from agentmem.quarantine.poison import (
     support_level,
     unsupported_details,
 )
+from agentmem.quarantine.poison.recurrence import _components, _shared_counts
+from agentmem.quarantine.poison.support import _Unit
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.quarantine.statements import statements_of
 from agentmem.speakers import speaker_of
@@ -39,7 +38,7 @@ SETTINGS = QuarantineSettings(untrusted_tools=["web_*", "untrusted_*"])
 
 
 def clause(text: str, position: int = 0) -> Clause:
-    from agentmem.quarantine.poison import _claim_details, _is_value
+    from agentmem.quarantine.poison.clauses import _claim_details, _is_value
 
     details = _claim_details(text)
     entities = (entities_of(text) & details) | {d for d in details if _is_value(d)}
@@ -396,7 +395,7 @@ def test_a_repeated_statement_is_one_unit_at_its_first_place_speaking_for_every_
     scratch, and the earlier reply's units are left as they were (they are shared)."""
     from types import SimpleNamespace
 
-    from agentmem.quarantine.poison import _units_kept, authority_units
+    from agentmem.quarantine.poison.support import _units_kept, authority_units
 
     said = "DHL needs a signature."
     texts = [said, said, said, "DHL it is.", said]
@@ -449,7 +448,8 @@ def test_a_growing_session_finds_what_a_fresh_detection_finds(encode):
     """Session-wide tables are extended reply by reply (and coverage is cached by content):
     on every prefix of a growing session they equal a straightforward recomputation, and the
     findings equal a detection that starts cold."""
-    from agentmem.quarantine import cosines, poison
+    from agentmem.quarantine import cosines
+    from agentmem.quarantine.poison import recurrence, support
 
     messages = _grown_session()
     prefixes = [statements(messages[:upto], encode) for upto in range(5, len(messages) + 1, 4)]
@@ -457,21 +457,21 @@ def test_a_growing_session_finds_what_a_fresh_detection_finds(encode):
     grown = []
     for prefix, since in zip(prefixes, windows):  # one reply after another: tables extend
         grown.append(_as_dicts(detect_poison(prefix, SETTINGS, encode=encode, since_position=since)))
-        assert poison._turn_frequency(prefix) == _reference_turn_frequency(prefix)
-        units = poison.authority_units(prefix, list(range(prefix.size)))
+        assert recurrence._turn_frequency(prefix) == _reference_turn_frequency(prefix)
+        units = support.authority_units(prefix, list(range(prefix.size)))
         reference: dict[str, list[int]] = {}
         for i, one in enumerate(units):
             for key in one.index_keys():
                 reference.setdefault(key, []).append(i)
-        index = poison._Units(units).index
+        index = support._Units(units).index
         assert {key: found.tolist() for key, found in index.items()} == reference
     cold = []
     for prefix, since in zip(prefixes, windows):
-        poison._index_kept.clear()
-        poison._counts_kept.clear()
-        poison._units_kept.clear()
-        poison._support_kept.clear()
-        poison._covered.cache_clear()
+        support._index_kept.clear()
+        recurrence._counts_kept.clear()
+        support._units_kept.clear()
+        support._support_kept.clear()
+        support._covered.cache_clear()
         cosines.forget()
         cold.append(_as_dicts(detect_poison(prefix, SETTINGS, encode=encode, since_position=since)))
     assert grown == cold
@@ -479,15 +479,15 @@ def test_a_growing_session_finds_what_a_fresh_detection_finds(encode):
 
 
 def test_turn_frequency_counts_turns_not_rows_in_any_row_order(encode):
-    from agentmem.quarantine import poison
+    from agentmem.quarantine.poison import recurrence
 
     found = statements([asked("Leeds and Leeds. Leeds again."), said("Leeds is far."),
                         asked("Leeds it is.")], encode)
     (leeds,) = detail_terms("Leeds")
-    assert poison._turn_frequency(found)[leeds] == 3
+    assert recurrence._turn_frequency(found)[leeds] == 3
     shuffled = SimpleNamespace(texts=found.texts[::-1], position=found.position[::-1].copy(),
                                size=found.size)
-    assert poison._turn_frequency(shuffled) == _reference_turn_frequency(found)
+    assert recurrence._turn_frequency(shuffled) == _reference_turn_frequency(found)
 
 
 def test_two_sessions_with_the_same_words_at_other_turns_keep_their_own_counts(encode):
@@ -495,19 +495,19 @@ def test_two_sessions_with_the_same_words_at_other_turns_keep_their_own_counts(e
     turn counts; the next reply of the second must find and replace its own. Kept tables are
     compared by identity: as values, comparing the first one's positions with the second's
     (arrays) raised "truth value of an array is ambiguous" in the background detection."""
-    from agentmem.quarantine import poison
+    from agentmem.quarantine.poison import recurrence
 
-    poison._counts_kept.clear()
+    recurrence._counts_kept.clear()
     found = statements([asked("Leeds and York."), said("Leeds is far."), asked("York it is.")],
                        encode)
-    poison._turn_frequency(found)
+    recurrence._turn_frequency(found)
     shifted = SimpleNamespace(texts=list(found.texts), position=found.position + 1,
                               size=found.size)
-    poison._turn_frequency(shifted)  # same words one turn later: a table of its own
+    recurrence._turn_frequency(shifted)  # same words one turn later: a table of its own
     grown = SimpleNamespace(texts=[*shifted.texts, "Leeds again."],
                             position=np.append(shifted.position, shifted.position[-1] + 1),
                             size=shifted.size + 1)
-    assert poison._turn_frequency(grown) == _reference_turn_frequency(grown)
+    assert recurrence._turn_frequency(grown) == _reference_turn_frequency(grown)
 
 
 def test_a_search_tools_results_on_one_topic_are_not_poison_until_the_assistant_repeats_one(encode):
@@ -681,9 +681,9 @@ def embedded(encode, monkeypatch):
     """The texts each embedding call got, by a detector on an empty clause cache."""
     from collections import OrderedDict
 
-    from agentmem.quarantine import poison
+    from agentmem.quarantine.poison import vectors
 
-    monkeypatch.setattr(poison, "_cache", OrderedDict())
+    monkeypatch.setattr(vectors, "_cache", OrderedDict())
     batches: list[list[str]] = []
 
     def recording(texts):
