@@ -1,14 +1,14 @@
 """The poison detection's clause cosines carried from one detection to the next
-(``agentmem.quarantine.cosines``): the same matrix and close pairs as the full product, for
-windows that grow, slide, change in the middle, or have nothing in common."""
+(``agentmem.quarantine.poison.cosines``): the same matrix and close pairs as the full
+product, for windows that grow, slide, change in the middle, or have nothing in common."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from agentmem.quarantine import cosines
-from agentmem.quarantine.cosines import clause_cosines, close_pairs
+from agentmem.quarantine.poison import cosines
+from agentmem.quarantine.poison.cosines import clause_cosines, close_pairs
 
 BAR = 0.5
 

@@ -15,7 +15,6 @@ import pytest
 from agentmem.ingest import source_of
 from agentmem.lexical import terms
 from agentmem.messages import text_of
-from agentmem.quarantine.cosines import close_pairs
 from agentmem.quarantine.poison import (
     Clause,
     claim_chains,
@@ -27,6 +26,7 @@ from agentmem.quarantine.poison import (
     support_level,
     unsupported_details,
 )
+from agentmem.quarantine.poison.cosines import close_pairs
 from agentmem.quarantine.poison.recurrence import _components, _shared_counts
 from agentmem.quarantine.poison.support import _Unit
 from agentmem.quarantine.settings import QuarantineSettings
@@ -448,8 +448,7 @@ def test_a_growing_session_finds_what_a_fresh_detection_finds(encode):
     """Session-wide tables are extended reply by reply (and coverage is cached by content):
     on every prefix of a growing session they equal a straightforward recomputation, and the
     findings equal a detection that starts cold."""
-    from agentmem.quarantine import cosines
-    from agentmem.quarantine.poison import recurrence, support
+    from agentmem.quarantine.poison import cosines, recurrence, support
 
     messages = _grown_session()
     prefixes = [statements(messages[:upto], encode) for upto in range(5, len(messages) + 1, 4)]

@@ -55,7 +55,8 @@ what a unit states by its words; repeated authority statements are one unit; sup
 index from details to units (arrays: a long session's common words hold thousands) and
 skips user units later than the earliest that already backs the clause; grouping is one
 clause-by-clause similarity matrix over the window, carried over with its close pairs from the
-previous detection for the clauses the two windows share (``agentmem.quarantine.cosines``). What a unit states of a clause is cached
+previous detection for the clauses the two windows share (``cosines``). What a unit states
+of a clause is cached
 by content (the next reply re-checks almost the same pairs), and the session-wide tables
 (the units' index, words' turn counts) are extended by each reply's new rows, not rebuilt
 (LoCoMo text, 600+ turns: ~28 -> ~15 ms a detection). The claims are the window's, the

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from agentmem.models.runtime import pause_point
-from agentmem.quarantine.cosines import clause_cosines
 from agentmem.quarantine.poison.clauses import Clause, _is_value, clauses_of, is_self_description
+from agentmem.quarantine.poison.cosines import clause_cosines
 from agentmem.quarantine.poison.details import detail_terms
 from agentmem.quarantine.poison.recurrence import (
     LOOSE_CHAIN_TURNS,

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from agentmem.models.runtime import pause_point
-from agentmem.quarantine.cosines import close_pairs
 from agentmem.quarantine.poison.clauses import Clause, _is_value
+from agentmem.quarantine.poison.cosines import close_pairs
 from agentmem.quarantine.poison.details import GENERIC, detail_terms
 from agentmem.quarantine.poison.kept import _extended, _keep
 from agentmem.quarantine.statements import Statements
