@@ -56,10 +56,9 @@ index from details to units (arrays: a long session's common words hold thousand
 skips user units later than the earliest that already backs the clause; grouping is one
 clause-by-clause similarity matrix over the window, carried over with its close pairs from the
 previous detection for the clauses the two windows share (``cosines``). What a unit states
-of a clause is cached
-by content (the next reply re-checks almost the same pairs), and the session-wide tables
-(the units' index, words' turn counts) are extended by each reply's new rows, not rebuilt
-(LoCoMo text, 600+ turns: ~28 -> ~15 ms a detection). The claims are the window's, the
+of a clause is cached by content (the next reply re-checks almost the same pairs), and the
+session-wide tables (the units' index, words' turn counts) are extended by each reply's new
+rows, not rebuilt (LoCoMo text, 600+ turns: ~28 -> ~15 ms a detection). The claims are the window's, the
 authorities the whole session's (a fact the user gave at turn 5 still backs turn 1,900): on
 a 2,000-turn session (window 200) one detection takes ~60 ms on a quiet 2-core box (211 ms
 before the index arrays and the skips), ~11 ms at 200 turns.
