@@ -40,6 +40,15 @@ def agent_step_start(history: list[Message]) -> int:
     return len(history) if last is None else last
 
 
+def continues_step(history: list[Message]) -> bool:
+    """Whether this is a later call of an agent step: the assistant already answered the
+    newest user message with a tool call (whose results follow)."""
+    last = last_user_index(history)
+    return last is not None and any(
+        m.get("role") == "assistant" and (m.get("tool_calls") or m.get("function_call"))
+        for m in history[last + 1:])
+
+
 def query_of(history: list[Message]) -> str:
     """The text a turn is about: the newest user message, plus the pending tool calls and
     results of the current agent step (an agent's step is about what it just asked for)."""

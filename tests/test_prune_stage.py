@@ -245,6 +245,51 @@ async def test_an_agent_steps_later_calls_get_the_same_older_history(hygiene):
     assert not next(r for r in result.report.stages if r.stage == "prune").replayed
 
 
+async def test_an_agent_steps_later_call_does_not_embed_its_query_when_it_replays(hygiene, monkeypatch):
+    """A step's later call replays the first call's decisions, so its query (which holds the
+    new tool result) is not embedded: before, the prefetch took a core from the call's other
+    work for nothing. When there is no first call to replay (another session), the stage
+    embeds the query itself and prunes as it would have with the prefetch."""
+    from agentmem.stages.prune import PruneStage
+
+    step = [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": "t7", "type": "function", "function": {"name": "recipes", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "t7",
+             "content": "Shakshuka: eggs poached in a tomato and pepper sauce with cumin."}]
+    second_call = [*HISTORY, *step]
+    query = query_of(second_call)
+    policy = _policy(keep_recent_exchanges=1, history_fraction=0.3)
+    assert PruneStage().wants_query(policy, {"messages": HISTORY}) == [query_of(HISTORY)]
+    assert PruneStage().wants_query(policy, {"messages": second_call}) == []
+    unstable = _policy(keep_recent_exchanges=1, history_fraction=0.3, step_stable=False)
+    assert PruneStage().wants_query(unstable, {"messages": second_call}) == [query]
+
+    embedded: list[str] = []
+    encode = hygiene.embedder.encode
+
+    def recording(texts):
+        embedded.extend(texts)
+        return encode(texts)
+
+    monkeypatch.setattr(hygiene.embedder, "encode", recording)
+    session = f"pr-{uuid.uuid4().hex}"
+    await hygiene.apply(HISTORY, session_id=session, policy=policy)
+    await hygiene.drain()
+    embedded.clear()
+    replayed = await hygiene.apply(second_call, session_id=session, policy=policy)
+    assert next(r for r in replayed.report.stages if r.stage == "prune").replayed
+    assert query not in embedded
+
+    alone = await hygiene.apply(second_call, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
+    [run] = [r for r in alone.report.stages if r.stage == "prune"]
+    assert not run.replayed and run.decisions
+    assert query in embedded  # embedded by the stage, on demand
+    hygiene.state.queries._done.pop(query, None)  # as if prefetched: the same decisions
+    prefetched = await hygiene.apply(second_call, session_id=f"pr-{uuid.uuid4().hex}", policy=unstable)
+    assert [d.model_dump() for d in run.decisions] == \
+        [d.model_dump() for d in next(r for r in prefetched.report.stages if r.stage == "prune").decisions]
+
+
 def test_helpers():
     assert recent_start(HISTORY, 2) == 9 and recent_start(HISTORY, 1) == 11
     assert expand([False, True, False, False], 1) == [True, True, True, False]

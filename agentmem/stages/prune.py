@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentmem.conversation import agent_step_start, query_of, recent_start
+from agentmem.conversation import agent_step_start, continues_step, query_of, recent_start
 from agentmem.lexical import relative_bm25, terms
 from agentmem.messages import text_of
 from agentmem.models.array_cache import ArrayCache
@@ -193,8 +193,14 @@ class PruneStage(Stage):
     runs_after = frozenset({"quarantine"})  # never bring back what quarantine withheld
 
     def wants_query(self, policy: Policy, request: dict[str, Any]) -> list[str]:
-        """Only histories past the floor are pruned (~4 characters per token)."""
+        """Only histories past the floor are pruned (~4 characters per token). A later call of
+        an agent step replays what the step's first call decided (``step_stable``) and reads
+        no query vector: its query holds the tool result (up to ~1,100 characters, ~80 ms of
+        a core), whose prefetch only took a core from the call's poison check. When the
+        replay misses, ``apply`` embeds the query itself."""
         messages = request["messages"]
+        if policy.prune.step_stable and continues_step(messages):
+            return []
         size = sum(len(text_of(m)) for m in messages)
         return [query_of(messages)] if size > 4 * max(policy.prune.history_floor_tokens, 1) else []
 
