@@ -46,7 +46,8 @@ def test_windows_that_grow_slide_and_change_reuse_the_kept_rows():
     changed[150] = _unit(rng, 1)[0]  # a clause re-embedded differently mid-window
     steps.append((changed, (0, 150)))
     for window, expected in steps:
-        base, offset, reused = cosines._reusable(np.asarray(window, np.float32), BAR)
+        window = np.asarray(window, np.float32)
+        base, offset, reused = cosines._reusable(window, cosines.row_keys(window), BAR)
         assert (None if base is None else (offset, reused)) == expected
         _check(window)
 
@@ -55,11 +56,37 @@ def test_nothing_in_common_a_short_window_or_another_bar_computes_afresh():
     rng = np.random.default_rng(9)
     first, other = _unit(rng, 150), _unit(rng, 150)
     _check(first)
-    assert cosines._reusable(other, BAR)[0] is None
-    assert cosines._reusable(first[:cosines.MIN_REUSED - 1], BAR)[0] is None
-    assert cosines._reusable(first, 0.7)[0] is None
+
+    def reusable(window: np.ndarray, bar: float = BAR):
+        return cosines._reusable(window, cosines.row_keys(window), bar)
+
+    assert reusable(other)[0] is None
+    assert reusable(first[:cosines.MIN_REUSED - 1])[0] is None
+    assert reusable(first, 0.7)[0] is None
     _check(other)
     _check(first[10:])  # the first window is still kept beside the other
+
+
+def test_a_repeated_clause_and_equal_keys_of_unequal_rows(monkeypatch):
+    """A clause said at every turn (a status line) is a candidate offset at each of them: the
+    longest run wins. Rows whose keys are equal but whose values are not end the run there."""
+    rng = np.random.default_rng(4)
+    status = _unit(rng, 1)[0]
+    vectors = _unit(rng, 300)
+    vectors[::3] = status  # every third clause is the same
+    _check(vectors[:240])
+    window = vectors[30:300]
+    assert cosines._reusable(window, cosines.row_keys(window), BAR)[1:] == (30, 210)
+    _check(window)
+
+    cosines.forget()
+    monkeypatch.setattr(cosines, "row_keys", lambda v: np.zeros(len(v), dtype=np.uint64))
+    _check(vectors[:200])
+    changed = vectors[:260].copy()
+    changed[100] = _unit(rng, 1)[0]
+    keys = cosines.row_keys(changed)
+    assert cosines._reusable(changed, keys, BAR)[1:] == (0, 100)  # the values decide
+    _check(changed)
 
 
 def test_the_kept_matrices_stay_within_their_byte_bound(monkeypatch):
@@ -68,8 +95,7 @@ def test_the_kept_matrices_stay_within_their_byte_bound(monkeypatch):
     for _ in range(6):
         clause_cosines(_unit(rng, 200), BAR)
     assert 1 <= len(cosines._kept) <= 2
-    assert sum(e.similarity.nbytes + e.vectors.nbytes + e.pairs.nbytes
-               for e in cosines._kept) <= cosines.KEPT_BYTES
+    assert sum(e.nbytes for e in cosines._kept) <= cosines.KEPT_BYTES
 
 
 def test_kept_arrays_are_read_only():

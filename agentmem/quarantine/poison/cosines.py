@@ -22,7 +22,7 @@ import numpy as np
 KEPT_BYTES = 64 << 20  # ~ three 2,000-clause windows, or many short sessions' windows
 MIN_REUSED = 64  # rows: fewer, and the full product costs no more than finding them
 
-__all__ = ["ClauseCosines", "clause_cosines", "close_pairs", "forget"]
+__all__ = ["ClauseCosines", "clause_cosines", "close_pairs", "forget", "row_keys"]
 
 
 @dataclass(frozen=True, eq=False)  # kept by identity: its arrays have no truth value
@@ -30,9 +30,14 @@ class ClauseCosines:
     """``vectors @ vectors.T`` and its pairs at or above ``bar`` (``close_pairs``), read-only."""
 
     vectors: np.ndarray
+    keys: np.ndarray  # per row, a hash of its vector (``row_keys``)
     bar: float
     similarity: np.ndarray
     pairs: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return self.vectors.nbytes + self.keys.nbytes + self.similarity.nbytes + self.pairs.nbytes
 
 
 def close_pairs(similarity: np.ndarray, bar: float) -> np.ndarray:
@@ -45,6 +50,15 @@ def close_pairs(similarity: np.ndarray, bar: float) -> np.ndarray:
 
 _kept: list[ClauseCosines] = []
 _lock = threading.Lock()
+_MULTIPLIERS = np.random.default_rng(0x5EED).integers(1, 2**63, size=4096, dtype=np.uint64) | 1
+
+
+def row_keys(vectors: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row's bytes (a random linear form of its words): runs of equal
+    rows are found by comparing keys, and only the chosen run is compared value by value."""
+    words = np.ascontiguousarray(vectors).view(np.uint32).astype(np.uint64)
+    with np.errstate(over="ignore"):  # arithmetic modulo 2**64
+        return (words * _MULTIPLIERS[:words.shape[1]]).sum(axis=1, dtype=np.uint64)
 
 
 def clause_cosines(vectors: np.ndarray, bar: float) -> ClauseCosines:
@@ -52,7 +66,8 @@ def clause_cosines(vectors: np.ndarray, bar: float) -> ClauseCosines:
     from a kept entry whose clauses (the same vectors, bit for bit, and the same bar) the
     window's first clauses are a run of."""
     vectors = np.array(vectors, dtype=np.float32)  # a copy: the entry outlives the caller's
-    base, offset, reused = _reusable(vectors, bar)
+    keys = row_keys(vectors)
+    base, offset, reused = _reusable(vectors, keys, bar)
     if base is None:
         similarity = vectors @ vectors.T
         pairs = close_pairs(similarity, bar)
@@ -63,9 +78,9 @@ def clause_cosines(vectors: np.ndarray, bar: float) -> ClauseCosines:
         similarity[reused:] = vectors[reused:] @ vectors.T
         similarity[:reused, reused:] = similarity[reused:, :reused].T
         pairs = _carried_pairs(similarity, base.pairs, offset, reused, bar)
-    for array in (vectors, similarity, pairs):
+    for array in (vectors, keys, similarity, pairs):
         array.flags.writeable = False
-    made = ClauseCosines(vectors, bar, similarity, pairs)
+    made = ClauseCosines(vectors, keys, bar, similarity, pairs)
     _keep(made, base)
     return made
 
@@ -86,41 +101,47 @@ def _carried_pairs(similarity: np.ndarray, old: np.ndarray, offset: int, reused:
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
-def _reusable(vectors: np.ndarray, bar: float) -> tuple[ClauseCosines | None, int, int]:
+def _reusable(vectors: np.ndarray, keys: np.ndarray, bar: float
+              ) -> tuple[ClauseCosines | None, int, int]:
     """The kept entry, the offset into it and the number of rows from there that the
-    window's first rows equal (the most of any entry), or (None, 0, 0) below ``MIN_REUSED``."""
+    window's first rows equal (the most of any entry), or (None, 0, 0) below ``MIN_REUSED``.
+    Candidates are compared by their rows' keys (a status line repeated at every turn makes
+    hundreds of offsets to try), the chosen run by value."""
     best: tuple[ClauseCosines | None, int, int] = (None, 0, 0)
     if len(vectors) < MIN_REUSED:
         return best
     with _lock:
         kept = list(_kept)
     for entry in kept:
-        old = entry.vectors
-        if entry.bar != bar or old.shape[1] != vectors.shape[1]:
+        if entry.bar != bar or entry.vectors.shape[1] != vectors.shape[1]:
             continue
-        for offset in np.flatnonzero((old == vectors[0]).all(axis=1)).tolist():
-            span = min(len(old) - offset, len(vectors))
-            same = (old[offset:offset + span] == vectors[:span]).all(axis=1)
+        for offset in np.flatnonzero(entry.keys == keys[0]).tolist():
+            span = min(len(entry.keys) - offset, len(keys))
+            same = entry.keys[offset:offset + span] == keys[:span]
             reused = span if same.all() else int(np.argmin(same))
             if reused > best[2]:
                 best = (entry, offset, reused)
-    return best if best[2] >= MIN_REUSED else (None, 0, 0)
+    chosen, offset, reused = best
+    if chosen is None:
+        return best
+    # equal keys, unequal rows (a collision): the run ends before that row
+    same = (chosen.vectors[offset:offset + reused] == vectors[:reused]).all(axis=1)
+    reused = reused if same.all() else int(np.argmin(same))
+    return (chosen, offset, reused) if reused >= MIN_REUSED else (None, 0, 0)
 
 
 def _keep(entry: ClauseCosines, replaced: ClauseCosines | None) -> None:
     """Keep the new entry in place of the one it was made from (the session moved on); the
     oldest entries go past ``KEPT_BYTES``."""
-    size = entry.similarity.nbytes + entry.vectors.nbytes + entry.pairs.nbytes
-    if size > KEPT_BYTES:
+    if entry.nbytes > KEPT_BYTES:
         return
     with _lock:
         if replaced is not None and replaced in _kept:
             _kept.remove(replaced)
         _kept.append(entry)
-        total = sum(e.similarity.nbytes + e.vectors.nbytes + e.pairs.nbytes for e in _kept)
+        total = sum(e.nbytes for e in _kept)
         while total > KEPT_BYTES:
-            dropped = _kept.pop(0)
-            total -= dropped.similarity.nbytes + dropped.vectors.nbytes + dropped.pairs.nbytes
+            total -= _kept.pop(0).nbytes
 
 
 def forget() -> None:
