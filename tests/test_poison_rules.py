@@ -477,6 +477,42 @@ def test_a_growing_session_finds_what_a_fresh_detection_finds(encode):
     assert any(grown), "the session's recurring depot claim is found"
 
 
+def test_a_tool_result_that_adds_no_authority_rechecks_only_its_own_clauses(encode, monkeypatch):
+    """An agent's next search result (an untrusted tool) adds claims but no authority unit:
+    the clauses seen on the previous reply keep their support without being matched against
+    the units again (every seen clause was, on every reply), and the findings equal a cold
+    detection's."""
+    from agentmem.quarantine.poison import cosines, recurrence, support
+
+    more = {"results": [{"url": "https://forum.example.com/t/9", "title": "Kettle & Loom 9",
+                         "snippet": "Orders to Canada leave from Vancouver; duties are never charged."}]}
+    before = statements(CUSTOMS, encode)
+    after = statements([*CUSTOMS, call("web_search", {"query": "Kettle & Loom depot"}, 7),
+                        result(more, 7)], encode)
+    detect_poison(before, SETTINGS, encode=encode)
+    checked: list[str] = []  # the clauses matched against units by their words
+    candidates = support._Units.candidates
+
+    def counting(self, clause, **options):
+        if options.get("share"):
+            checked.append(clause.text)
+        return candidates(self, clause, **options)
+
+    monkeypatch.setattr(support._Units, "candidates", counting)
+    grown = _as_dicts(detect_poison(after, SETTINGS, encode=encode))
+    new_texts = set(after.texts[before.size:])
+    assert checked and all(any(text in row for row in new_texts) for text in checked)
+    for kept in (support._index_kept, recurrence._counts_kept, support._units_kept,
+                 support._support_kept):
+        kept.clear()
+    support._covered.cache_clear()
+    cosines.forget()
+    checked.clear()
+    assert _as_dicts(detect_poison(after, SETTINGS, encode=encode)) == grown
+    assert any(not any(text in row for row in new_texts) for text in checked)  # cold: all of them
+    assert grown, "the Vancouver claim is found"
+
+
 def test_turn_frequency_counts_turns_not_rows_in_any_row_order(encode):
     from agentmem.quarantine.poison import recurrence
 

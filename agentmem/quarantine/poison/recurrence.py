@@ -220,16 +220,15 @@ def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
         return []
     positions = np.asarray([c.position for c in clauses])
     bar = settings.recurrence_similarity
-    specific: dict[str, bool] = {}
+    every: set[str] = set()
     for clause in clauses:
-        for word in clause.details:
-            if word not in specific:
-                specific[word] = _specific(word, frequency, total_turns)
+        every |= clause.details
+    specific = frozenset(w for w in every if _specific(w, frequency, total_turns))  # once a word
     # The pairs as lists, not n x n matrices: a chatty session's window has ~2,000 clauses,
     # and counting shared words into a matrix cost more than the rest of the grouping.
     if same_meaning is None:
         same_meaning = close_pairs(similarity, bar)
-    word_pairs, shared = _shared_counts([{w for w in c.details if specific[w]} for c in clauses])
+    word_pairs, shared = _shared_counts([c.details & specific for c in clauses])
     related = (shared >= 2) | (similarity[word_pairs[:, 0], word_pairs[:, 1]] >= bar / 2)
     pairs = np.concatenate((same_meaning, word_pairs[related]))
     pairs = pairs[positions[pairs[:, 0]] != positions[pairs[:, 1]]]

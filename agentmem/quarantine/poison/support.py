@@ -241,8 +241,8 @@ def _support(statements: Statements, clauses: list[Clause], authority: list[int]
             strong[k], weak[k], user_strong[k] = got
             known[k] = True
     for k, clause in enumerate(clauses):  # by words
-        if strong[k]:
-            continue
+        if strong[k] or known[k] and old_units == len(units):
+            continue  # a seen clause is checked against new units only (an agent's tool result adds none)
         pause_point()
         for unit in index.candidates(clause, share=ENTITY_COVERAGE,
                                      start=old_units if known[k] else 0):
