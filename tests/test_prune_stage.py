@@ -14,7 +14,7 @@ import pytest
 
 from agentmem import Hygiene
 from agentmem.config import Settings
-from agentmem.conversation import query_of, recent_start
+from agentmem.conversation import continues_step, query_of, recent_start
 from agentmem.models.registry import default_pruner_path
 from agentmem.policy import policy_from_dict
 from agentmem.stages.prune import expand
@@ -292,6 +292,14 @@ async def test_an_agent_steps_later_call_does_not_embed_its_query_when_it_replay
 
 def test_helpers():
     assert recent_start(HISTORY, 2) == 9 and recent_start(HISTORY, 1) == 11
+    called = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "t1", "type": "function", "function": {"name": "stock", "arguments": "{}"}}]}
+    legacy = {"role": "assistant", "content": None, "function_call": {"name": "stock", "arguments": "{}"}}
+    assert not continues_step(HISTORY)  # the step's first call
+    assert continues_step([*HISTORY, called, {"role": "tool", "tool_call_id": "t1", "content": "3"}])
+    assert continues_step([*HISTORY, legacy, {"role": "function", "name": "stock", "content": "3"}])
+    assert not continues_step([called, {"role": "tool", "tool_call_id": "t1", "content": "3"}])  # no user
+    assert not continues_step([*HISTORY, called, {"role": "user", "content": "And the mugs?"}])
     assert expand([False, True, False, False], 1) == [True, True, True, False]
     agent_step = HISTORY[:6] + [HISTORY[6], HISTORY[7]]
     query = query_of(agent_step)
