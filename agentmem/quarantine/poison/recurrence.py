@@ -16,13 +16,19 @@ from agentmem.quarantine.poison.kept import _extended, _keep
 from agentmem.quarantine.statements import Statements
 
 
+def _words(clauses: list[Clause]) -> set[str]:
+    """Every detail of the clauses, once: a word is judged once, not once per clause using it
+    (a 2,000-clause window holds ~13,000 details of ~3,000 words)."""
+    out: set[str] = set()
+    for clause in clauses:
+        out |= clause.details
+    return out
+
+
 def _same_stems(clauses: list[Clause]) -> list[Clause]:
     """The clauses with each word replaced by the shortest word of the session that begins
     it (at least 4 letters): what support matching does by prefix, grouping does by name."""
-    every: set[str] = set()
-    for c in clauses:
-        every |= c.details
-    words = sorted((w for w in every if not _is_value(w)), key=len)  # each word checked once
+    words = sorted((w for w in _words(clauses) if not _is_value(w)), key=len)
     known: set[str] = set()
     canon: dict[str, str] = {}
     for word in words:
@@ -220,10 +226,7 @@ def group_clauses(clauses: list[Clause], similarity: np.ndarray, settings,
         return []
     positions = np.asarray([c.position for c in clauses])
     bar = settings.recurrence_similarity
-    every: set[str] = set()
-    for clause in clauses:
-        every |= clause.details
-    specific = frozenset(w for w in every if _specific(w, frequency, total_turns))  # once a word
+    specific = frozenset(w for w in _words(clauses) if _specific(w, frequency, total_turns))
     # The pairs as lists, not n x n matrices: a chatty session's window has ~2,000 clauses,
     # and counting shared words into a matrix cost more than the rest of the grouping.
     if same_meaning is None:
