@@ -12,6 +12,7 @@ from agentmem.quarantine.clash import (
     candidate_pairs,
     clash_sources,
     nli_candidates,
+    rule_clashes,
     settle,
     undecided,
 )
@@ -39,6 +40,20 @@ def test_rules_decide_first_and_name_the_older_statement():
     [clash] = all_rule_clashes(statements, [2])
     assert (clash.older, clash.newer) == (0, 2) and clash.detector == "rule:value"
     assert undecided(statements, [2], [clash]) == []
+
+
+def test_sentences_after_an_announced_change_state_the_new_values():
+    """'Slight change: Jess moved out. ... with two of us?' is not a clash with 'three of us':
+    the sentence-level rules read the turn's announcement as the turn level does."""
+    older = (0, "user", "There are three of us in the flat and we split the bills.")
+    statements = _statements([older, (1, "assistant", "Split it evenly then."),
+                              (2, "user", "Slight change: Jess moved out on Sunday."),
+                              (2, "user", "Does a usage split make sense with two of us?")])
+    assert rule_clashes(statements, [2, 3]) == []
+    unannounced = _statements([older, (1, "assistant", "Split it evenly then."),
+                               (2, "user", "Does a usage split make sense with two of us?")])
+    [clash] = rule_clashes(unannounced, [2])
+    assert (clash.older, clash.newer) == (0, 2)
 
 
 def test_nli_candidates_are_same_source_share_a_word_and_skip_questions():

@@ -83,6 +83,35 @@ CLASHES = [
      "instruction_reversal", "instr:length"),
     ("Please use metric units only.", "As I said, I want everything in miles and Fahrenheit.",
      "instruction_reversal", "instr:units"),
+    # a recalled instruction that reverses the one given, on any aspect (stop 51)
+    ("Please never mention my salary in these emails.", "As I asked, mention my salary in the opening line.",
+     "instruction_reversal", "recalled:mention"),
+    ("Always sort the list by price.", "Like I told you, never sort by price, sort by rating.",
+     "instruction_reversal", "recalled:sort"),
+    # counted and measured quantities of the speaker's own things (stop 51)
+    ("We're expecting about 60 guests at the reunion.", "For our 140 guests, how many caterers do we need?",
+     "value", "qty:guest"),
+    ("My Corolla has 95,000 miles on it.", "Since it's at 210k miles now, should I sell it?", "value",
+     "qty:odometer_mile"),
+    ("The remaining balance on our mortgage is $180,000.",
+     "With $420k still owed on the house, should we refinance?", "value", "qty:owed"),
+    ("I'm 5'10\" and weigh about 160.", "Being 6'4\" myself, I struggle to find long jeans.",
+     "value", "height"),
+    ("We have five grandchildren.", "Since we only have three grandkids, is one 529 enough?", "value",
+     "qty:grandchild"),
+    ("I'm a single dad of twins.", "As a dad of one, how do I handle bedtime?", "value", "kids"),
+    # foods, drinks, places and homes read in more phrasings (stop 51)
+    ("I don't eat pork.", "I always wrap the figs in bacon for parties.", "profile", "diet"),
+    ("I'm allergic to eggs.", "I put homemade mayo on every sandwich.", "profile", "allergies"),
+    ("I only drink decaf.", "I drink two Red Bulls before every exam.", "profile", "abstention"),
+    ("I'm originally from Portugal.", "Back home in Brazil we eat this at Christmas.", "name_place",
+     "origin"),
+    ("We're relocating to Lyon in May.", "Once we're settled in Marseille, where should the kids go?",
+     "name_place", "destination"),
+    ("I live in a tiny studio downtown.", "Since I live in a house with a garden, should I get chickens?",
+     "profile", "dwelling"),
+    ("Our parrot Kiwi is our only pet.", "Mango, our only parrot, keeps plucking feathers.", "name_place",
+     "name:parrot"),
 ]
 
 # (older, newer, why) pairs that must not fire
@@ -125,6 +154,20 @@ HARD_NEGATIVES = [
     ("I'm 34.", "How old do you have to be to rent a car?", "question"),
     ("I live in Chicago.", "What's the weather like in Seattle?", "question"),
     ("Always answer in French.", "Can you translate this into English for my boss?", "translation request"),
+    # quantities: hedged, restated, another thing counted, a search's results, another person (stop 51)
+    ("About 80 guests, give or take.", "For our 75 guests, how many tables?", "hedged restatement"),
+    ("My car has 48,000 miles on it.", "My car has 48k miles, is the timing belt due?", "restatement"),
+    ("We have 3 bedrooms.", "Two of our 3 bedrooms face north.", "consistent"),
+    ("I have 4 cars for you. The first is a Camry.", "I have 7 cars for you. How about a Civic?",
+     "search results"),
+    ("I'm 5'10\".", "My brother is 6'2\" and plays basketball.", "other person"),
+    ("We have 2 kids and 4 grandchildren.", "Our 4 grandkids visit in July.", "restatement"),
+    # instructions: changed without recalling the old one, or recalled as given
+    ("Please never mention my salary.", "Actually, please mention my salary after all.",
+     "changed instruction"),
+    ("Always sort the list by price.", "As I said, sort by price, cheapest first.", "recalled as given"),
+    ("We're moving to Lyon in May.", "Once we're settled in Lyon, which school is best?", "same place"),
+    ("I don't eat pork.", "I wrap the figs in bacon for my guests.", "for others"),
 ]
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from agentmem.models.runtime import pause_point
 from agentmem.quarantine.rules import RuleVerdict, rule_clash, rule_silent_ok
-from agentmem.quarantine.slots import comparable, extract_facts
+from agentmem.quarantine.slots import announces_update, comparable, extract_facts
 from agentmem.quarantine.statements import TRUST_RANK, Statements, is_claim
 
 MAX_RULE_CANDIDATES = 400  # earlier statements of the source the rules look at, newest first
@@ -152,12 +152,16 @@ def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
     statement of its source (newest first, capped)."""
     out = []
     earlier_of: dict[int, list[int]] = {}  # rows of one turn share their candidates
+    updated_after: dict[int, int] = {}  # per turn, the row that announces an update ("slight change: ...")
     for row in new_rows:
         pause_point()
         key = int(statements.position[row])  # a turn has one voice
         if key not in earlier_of:  # once per turn: per row it was 60 ms for a 10,000-line paste
             earlier_of[key] = _earlier_same_source(statements, row)[-MAX_RULE_CANDIDATES:]
+            updated_after[key] = _update_row(statements, key)
         earlier = earlier_of[key]
+        if row > updated_after[key]:
+            continue  # the sentences after an announced change state the new values (as turn level reads them)
         if not earlier or not _may_clash(statements.texts[row], statements.sources[row]):
             continue  # nothing to compare with, or no rule can fire (facts read only then)
         best: tuple[RuleVerdict, int] | None = None
@@ -172,6 +176,14 @@ def rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:
             out.append(Clash(row, older, float(verdict.score), f"rule:{verdict.kind}",
                              verdict.reason))
     return out
+
+
+def _update_row(statements: Statements, position: int) -> int:
+    """The first row of a turn that announces an update, or past the last row when none does."""
+    for row in np.flatnonzero(statements.position == position).tolist():
+        if announces_update(statements.texts[row]):
+            return int(row)
+    return statements.size
 
 
 def turn_rule_clashes(statements: Statements, new_rows: list[int]) -> list[Clash]:

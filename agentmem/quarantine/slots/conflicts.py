@@ -9,8 +9,10 @@ from functools import lru_cache
 from agentmem.quarantine import places
 from agentmem.quarantine.slots.extract import _cached_facts
 from agentmem.quarantine.slots.facts import Conflict, Fact
+from agentmem.quarantine.slots.instructions import recalled_pair
 from agentmem.quarantine.slots.lexicons import _UNIQUE_RELATIONS
 from agentmem.quarantine.slots.people import _possession_pair
+from agentmem.quarantine.slots.quantities import quantity_pair
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class Relation:
 
 
 # Slots that describe a standing state: a future or hypothetical mention of them commits to nothing.
-_STATE_FAMILIES = frozenset({"age", "residence", "origin", "visited", "kids", "siblings", "brothers",
+_STATE_FAMILIES = frozenset({"age", "residence", "dwelling", "religion", "origin", "visited", "kids", "siblings", "brothers",
                              "sisters",
                              "marital", "pet", "has", "job", "school", "speaks", "speaks_only",
                              "native_language", "nationality", "name", "diet", "avoids", "fav"})
@@ -47,6 +49,8 @@ def _guard(older: Fact, newer: Fact) -> str:
     family = _family(newer.slot)
     if "hypothetical" in older.qualifiers or "hypothetical" in newer.qualifiers:
         return "hypothetical"
+    if family == "recalled":  # "as I said" claims no change: the update and mood guards do not apply
+        return ""
     for fact in (older, newer):
         if "modal" in fact.qualifiers and not {"possessive",
                                                "presupposed"} & fact.qualifiers and family != "instr":
@@ -128,6 +132,8 @@ def _slot_name(older: Fact, newer: Fact) -> str:
 
 def display(fact: Fact) -> str:
     """A short human form of a fact's value for reasons."""
+    if fact.slot.startswith("recalled:"):
+        return ("asked for " if fact.polarity else "refused ") + fact.slot.split(":", 1)[1]
     tags = {q.split(":", 1)[0]: q.split(":", 1)[1] for q in fact.qualifiers if ":" in q}
     for key in ("item", "diet", "allergy", "abstain", "occ"):
         if key in tags:
@@ -464,9 +470,15 @@ def _org_pair(old: Fact, new: Fact) -> tuple[str, str, float]:
     return "conflict", "name_place", score
 
 
+_EU = frozenset("AT BE BG HR CY CZ DK EE FI FR DE GR HU IE IT LV LT LU MT NL PL PT RO SK SI ES SE".split())
+
+
 def _nationality_pair(old: Fact, new: Fact) -> tuple[str, str, float]:
     if old.value == new.value:
         return "consistent", "profile", 0.0
+    if "non-EU" in (old.value, new.value):
+        other = new.value if old.value == "non-EU" else old.value
+        return ("conflict", "world_knowledge", 0.85) if other in _EU else ("consistent", "profile", 0.0)
     return "conflict", "profile", 0.9 if "only" in old.qualifiers | new.qualifiers else 0.75
 
 
@@ -486,7 +498,8 @@ _PARTNERS: dict[str, frozenset[str]] = {
 _SAME_SLOT = {
     "age": _age, "kids": _count, "siblings": _count, "brothers": _count, "sisters": _count, "pet": _count,
     "has": _possession_pair, "did": _count, "marital": _marital_pair, "name": _name_pair,
-    "residence": _place_pair, "origin": _place_pair,
+    "residence": _place_pair, "origin": _place_pair, "destination": _place_pair,
+    "dwelling": _value_pair("profile", 0.8), "religion": _value_pair("profile", 0.8),
     "visited": _place_pair, "avoids": _avoids_pair, "consumes": _consumes_pair, "diet": _diet_pair,
     "job": _job_pair, "school": _school_pair, "speaks": _polarity_pair,
     "speaks_only": _value_pair("profile", 0.85), "native_language": _value_pair("profile", 0.85),
@@ -496,5 +509,6 @@ _SAME_SLOT = {
     "size": _size_pair, "handedness": _value_pair("profile", 0.9), "housing": _value_pair("profile", 0.8),
     "employer": _org_pair, "alma_mater": _org_pair, "spouse": _value_pair("profile", 0.8),
     "carbs": _value_pair("profile", 0.85),
-    "budget": _same_budget, "fav": _favourite_pair,
+    "budget": _same_budget, "fav": _favourite_pair, "qty": quantity_pair, "height": quantity_pair,
+    "recalled": recalled_pair,
 }

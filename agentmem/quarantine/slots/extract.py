@@ -11,6 +11,7 @@ from agentmem.quarantine.slots.instructions import _instructions
 from agentmem.quarantine.slots.people import (
     _ages, _kids, _marital, _names, _organisations, _pets, _places, _possessions, _siblings,
 )
+from agentmem.quarantine.slots.quantities import _quantities
 from agentmem.quarantine.slots.values import (
     _activities, _amounts, _budget, _durations, _events, _favourites, _job_presupposed, _opening,
     _party, _presupposed_habits,
@@ -20,11 +21,12 @@ from agentmem.quarantine.slots.work import _jobs, _languages
 
 _EXTRACTORS = (_ages, _activities, _names, _organisations, _lifestyle, _amounts, _party, _durations, _places,
                _kids, _siblings, _marital, _pets, _possessions, _diet, _allergies, _habits,
-               _consumption, _jobs, _languages, _instructions, _events, _budget, _favourites, _opening)
+               _consumption, _jobs, _languages, _instructions, _events, _budget, _favourites, _opening,
+               _quantities)
 
 _PRESUPPOSITION_EXTRACTORS = (_job_presupposed, _kids, _siblings, _pets, _possessions, _marital,
                               _presupposed_habits, _names,
-                              _organisations, _party)
+                              _organisations, _party, _quantities)
 
 
 def extract_facts(text: str) -> list[Fact]:

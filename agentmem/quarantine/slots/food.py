@@ -32,6 +32,11 @@ _NOT_VEG = re.compile(r"\bi am not (?:an? )?(vegetarian|vegan|pescatarian)\b|\bi
                       r"huge )?(?:meat[- ]eater|carnivore|meat lover)\b|\bi prefer real meat\b")
 
 
+_NO_CAFFEINE = re.compile(r"\b(?:i|we) (?:only|just) (?:drink|have|do|order) decaf\b|\bcaffeine (?:gives|makes|"
+                          r"keeps|sets off|triggers) (?:me|my)\b|\b(?:i am|i have been) (?:off|cutting out|"
+                          r"avoiding|off of) caffeine\b|\bi (?:cannot|can not|am not allowed to) have caffeine\b")
+
+
 def _restriction_tag(group: str) -> str:
     """How a 'no X' restriction reads in reasons: drinks are abstentions, foods are diet."""
     drinks = {"alcohol": "alcohol", "booze": "alcohol", "coffee": "coffee", "caffeine": "coffee"}
@@ -54,6 +59,8 @@ def _diet(ctx: _Ctx) -> list[Fact]:
                                 extra=(_restriction_tag(match.group(1)),), strength=0.9))
     for match in _NOT_VEG.finditer(ctx.text):
         out.append(ctx.fact("diet", "omnivore", match.end()))
+    for match in _NO_CAFFEINE.finditer(ctx.text):
+        out.append(ctx.fact("avoids", "caffeine", match.end(), extra=("abstain:caffeine",), strength=0.9))
     return out
 
 

@@ -45,6 +45,12 @@ _ASPECTS: dict[str, tuple[tuple[str, str], ...]] = {
                                                                        "php")),
     "solutions": (("hints", r"\bhints?\b"),
                   ("full", r"\b(?:complete|full|entire|whole) (?:solutions?|answers?|code)\b")),
+    "currency": tuple((code, r"\b(?:in|into|to|want|wanted|quote|quoting) (?:us |american |british )?(?:"
+                       + words + r")\b") for code, words in (
+        ("usd", "dollars|usd"), ("gbp", "pounds sterling|sterling|gbp"), ("eur", "euros|euro|eur"),
+        ("chf", "chf|swiss francs"), ("jpy", "yen|jpy"))) + (
+        ("gbp", r"\b(?:prices?|costs?|amounts?|money|budgets?|figures?|salar(?:y|ies)|fees?)\b[^.;]{0,30}? in "
+                r"(?:british )?pounds\b"),),
     "tone": (("formal", r"\b(?:formal|professional)\b"),
              ("casual", r"\b(?:casual|informal|chill|relaxed)\b")),
 }
@@ -66,6 +72,85 @@ _REPLY_LANG = re.compile(r"\b(?:answer|reply|respond|write|talk|speak|communicat
                          + r"\b|\b(?:asked for|want|wanted) " + _LANG_RE + r"\b|\b" + _LANG_RE + r" only\b")
 
 
+_RECALL = re.compile(
+    r"\b(?:as i (?:said|asked|told you|mentioned|requested|wrote|specified|explained|instructed)|like i "
+    r"(?:said|asked|told you|mentioned|wrote)|(?:you know|remember)(?: that)?,? i (?:told you|asked|said|"
+    r"wanted|want|only want)|i (?:already |clearly )?(?:told you|asked you|said)(?: (?:before|earlier|"
+    r"already|up front|from the (?:start|beginning)|at the (?:start|beginning)|in my first message))?,? "
+    r"(?:to |that |i )|per my (?:\w+ )?(?:instructions?|requests?|rules?)|as (?:per )?my (?:\w+ )?"
+    r"(?:instructions?|requests?|rules?)|i told you (?:at|in) the (?:start|beginning))")
+_TERM_NEGATOR = re.compile(r"\b(?:no|not|never|without|stop|avoid|instead of|rather than|skip|ditch|drop|"
+                           r"nothing|none)\b(?: [\w-]+){0,3} $")
+_TERM_STOP = frozenset("""please always never only just want wanted need like told said asked answer answers
+reply replies response responses thing things everything anything something nothing everywhere anywhere
+make keep give write tell show send tried trying also would could should will them they this that these
+those with from your yours mine what when where which while because since again still even time times
+really actually very much more less same other another then than there here about into over after before
+some every each instead rather whole clearly want going know remember start beginning earlier before
+said asked mentioned requested wrote specified explained instructed instruction instructions rule rules
+request requests""".split())
+
+
+# An instruction as the recalled-term check reads it: an imperative ("never mention ...", "keep two
+# decimals", "always write ...") or an explicit standing rule; not a statement that happens to start
+# with "never" ("never had a broken heart") or mention "for me".
+_DIRECTIVE_VERBS = (
+    r"(?:mention|write|keep|use|give|answer|reply|respond|include|put|format|list|sort|order|round|show|add|"
+    r"skip|drop|avoid|stop|leave|call|address|sign|say|send|cite|explain|limit|make|group|spell|translate|"
+    r"number|label|mark|copy|cc|email|text|remind|recommend|suggest|book|pick|choose|schedule|set|plan|"
+    r"convert|quote|refer)\b")
+_IMPERATIVE = re.compile(
+    r"^(?:please |pls |kindly |from now on,? |going forward,? |for this chat,? |remember to |make sure "
+    r"(?:to |you )?|i want you to |i need you to |you should |you must |do not |don't |also |and )*(?:(?:always|"
+    r"never|only|just) )?" + _DIRECTIVE_VERBS + r"|\bplease (?:always |never |just |only |do not )?"
+    + _DIRECTIVE_VERBS + r"|^(?:and |but |just )?(?:never|not) (?:the|a|an|any|my|his|her|their)\b|"
+    r"\b(?:from now on|going forward|for the rest of (?:this|the) (?:chat|conversation)|"
+    r"every (?:answer|reply|response)|all (?:answers|replies|responses))\b")
+
+
+_SHORT_STOP = frozenset("""the and for you are but not all any can her him his how its may now our out own she
+too was way who why yes yet per via off got get let set say see ask did one two has had have lot bit
+new old big far few its etc ago also""".split())
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def _recalled_terms(ctx: _Ctx) -> list[Fact]:
+    """Each content word of an instruction with its polarity: "never mention my diagnosis" gives
+    mention and diagnosis, refused. When the speaker later says "as I asked, please mention my
+    diagnosis", the recalled instruction must agree with the one given (``recalled_pair``); an
+    instruction changed without recalling the old one is a new instruction, not a clash."""
+    from agentmem.quarantine.claims import normalise
+
+    recall = bool(_RECALL.search(normalise(ctx.sentence or ctx.text)))
+    if not recall and not _IMPERATIVE.search(ctx.text):
+        return []
+    out = []
+    for match in re.finditer(r"[a-z][a-z'-]{2,}", ctx.text):
+        word = match.group()
+        if word in _TERM_STOP or word in _SHORT_STOP or "'" in word:
+            continue
+        refused = bool(_TERM_NEGATOR.search(ctx.text[max(0, match.start() - 40):match.start()]))
+        out.append(ctx.fact("recalled:" + _stem(word), "said", match.end(), polarity=not refused,
+                            extra=("recall",) if recall else ()))
+    return out
+
+
+def recalled_pair(old: Fact, new: Fact) -> tuple[str, str, float] | None:
+    """A recalled instruction that reverses the instruction given ("as I said, round everything"
+    after "don't round anything")."""
+    if "recall" not in new.qualifiers:
+        return None
+    if old.polarity == new.polarity:
+        return "consistent", "instruction_reversal", 0.0
+    return "conflict", "instruction_reversal", 0.85
+
+
 def _aspect_values(text: str, options: tuple[tuple[str, str], ...]) -> tuple[set[str], set[str]]:
     """(asked-for values, refused values) of one instruction aspect, negation-aware."""
     wanted: set[str] = set()
@@ -79,9 +164,11 @@ def _aspect_values(text: str, options: tuple[tuple[str, str], ...]) -> tuple[set
 
 def _instructions(ctx: _Ctx) -> list[Fact]:
     text = ctx.text
-    if ctx.mood == "question" or not (_INSTRUCTION_START.search(text) or _INSTRUCTION_ANYWHERE.search(text)):
+    if ctx.mood == "question":
         return []
-    out = []
+    out = _recalled_terms(ctx)
+    if not (_INSTRUCTION_START.search(text) or _INSTRUCTION_ANYWHERE.search(text)):
+        return out
     for aspect, options in _ASPECTS.items():
         wanted, refused = _aspect_values(text, options)
         if aspect in _POLAR_ASPECTS:

@@ -41,14 +41,15 @@ _add_items("dairy", "milk, cheese, butter, cream, yogurt, yoghurt, ice cream, ch
            "mozzarella, cheddar, parmesan, brie, feta, custard, whipped cream, mac and cheese, cheese "
            "pizza, gelato, buttermilk, sour cream, cream cheese, camembert, goat cheese, ricotta, burrata")
 _add_items("eggs", "egg, eggs, omelette, omelet, quiche, scrambled eggs, frittata, meringue, fried eggs, "
-           "eggs benedict, boiled eggs")
+           "eggs benedict, boiled eggs, mayo, mayonnaise, aioli, hollandaise, carbonara, eggnog, egg salad, "
+           "deviled eggs, french toast, shakshuka")
 _add_items("nuts", "nuts, almonds, almond, walnuts, walnut, cashews, cashew, pecans, pecan pie, pistachios, "
            "hazelnuts, macadamia, nutella, marzipan, praline, pesto, almond croissant, pine nuts, trail mix")
 _add_items("peanuts nuts", "peanut, peanuts, peanut butter, satay, pad thai, peanut butter cookies, reese's")
 _add_items("gluten", "bread, pasta, spaghetti, pizza, bagel, bagels, croissant, croissants, sourdough, "
            "wheat, barley, rye, couscous, baguette, noodles, ramen, lasagna, lasagne, pancakes, waffles, "
            "donuts, doughnuts, cake, muffins, cookies, crackers, toast, sandwich, sandwiches, burrito, "
-           "dumplings")
+           "dumplings, seitan, seitan tacos")
 _add_items("alcohol gluten", "beer, beers, pint, pints, lager, ale, ipa, stout, pint of beer")
 _add_items("alcohol", "rioja, merlot, cabernet, pinot noir, pinot grigio, chardonnay, sauvignon blanc, "
            "malbec, shiraz, cava, chianti, riesling, bordeaux, port wine, sherry, glass or two of wine")
@@ -61,6 +62,9 @@ _add_items("tobacco", "cigarette, cigarettes, cigar, cigars, a smoke, vape, vapi
            "tobacco, joint, hookah, shisha")
 _add_items("coffee caffeine", "coffee, coffees, espresso, espressos, latte, lattes, cappuccino, "
            "cappuccinos, americano, flat white, cold brew, macchiato, mocha")
+_add_items("caffeine", "red bull, red bulls, energy drink, energy drinks, monster energy, pre-workout, espresso shot, "
+           "espresso shots, matcha, black tea, green tea, yerba mate, cola, diet coke, coke, mountain dew, "
+           "iced tea, chai")
 _add_items("dairy", "latte, lattes, cappuccino, cappuccinos, flat white, macchiato, mocha")
 
 _ITEM_RE = re.compile(r"\b(" + "|".join(sorted((re.escape(k) for k in _ITEMS), key=len,
@@ -84,7 +88,8 @@ _EAT_VERBS = (r"(?:ate|eat|eating|eats|had|having|have had|devoured|tried|tasted
               r"opened|pour|poured|crack open|cracked open|split|share|shared)")
 _PREP_VERBS = (r"(?:cook|cooked|cooking|make|made|making|bake|baked|baking|grill|grilled|grilling|roast|"
                r"roasted|fry|fried|frying|barbecue|barbecued|bbq|do|doing|serve|serving|prepare|preparing|"
-               r"whip up)")
+               r"whip up|wrap|wrapped|top|topped|put|puts|putting|stuff|stuffed|pack|packed|slather|slathered|spread|"
+               r"stir in|add|added)")
 _CONSUME = re.compile(r"\b(?:i|we)\b(?: (?:\w+)){0,3}? (" + _EAT_VERBS + "|" + _PREP_VERBS + r")\b((?: "
                       r"[\w'-]+){0,6}?) ?" + _ITEM_RE.pattern)
 _MY_USUAL = re.compile(r"\bmy (?:usual|favou?rite|go-to|signature|famous|daily|nightly|morning|evening|"

@@ -65,14 +65,16 @@ new single married so not the a an in at on just very really still also from int
 excited""".split())
 _SELF_NAME = re.compile(r"\b(?:my name is|my name's|call me|i go by|the name is|name is) ([a-z][a-z'-]+)\b")
 _GREETING_NAME = re.compile(r"\b(?:I am|I'm|Im) ([A-Z][a-z]+)\s*[.!,]?\s*$")
-_REL_NAME = re.compile(r"\bmy (?:(only|older|younger|little|big|twin|eldest|oldest|youngest) )?(wife|"
+_REL_NAME = re.compile(r"\b(?:my|our) (?:(only|older|younger|little|big|twin|eldest|oldest|youngest) )?(wife|"
                        r"husband|partner|brother|sister|son|daughter|boyfriend|girlfriend|fiance|fiancee|"
-                       r"dog|cat|puppy|kitten|horse|mom|mum|mother|dad|father|manager|boss)(?:'s name is|"
+                       r"dog|cat|puppy|kitten|horse|rabbit|bunny|hamster|parrot|guinea pig|ferret|tortoise|"
+                       r"turtle|mom|mum|mother|dad|father|manager|boss)(?:'s name is|"
                        r" is called| is named| called| named|,| is| -)? ([a-z][a-z'-]+)\b")
 _EXPLICIT_NAMING = re.compile(r"(?:'s name is|called|named)$")
 
 
-_NAME_BEFORE = re.compile(r"\b([A-Z][a-z]+), my (one and only |only |beloved |dear |sweet |little |"
+_NAMED_PETS = frozenset({"rabbit", "bunny", "hamster", "parrot", "ferret", "tortoise", "turtle"})
+_NAME_BEFORE = re.compile(r"\b([A-Z][a-z]+), (?:my|our) (one and only |only |beloved |dear |sweet |little |"
                           r"old )?([a-z]+)")
 _NAMED = re.compile(r"\b(?:a|an|my|our|(" + NUM + r")) (?:[\w-]+ ){0,2}?([a-z]+) (?:named|called) "
                     r"([a-z][a-z'-]+(?:(?:,| and|, and) [a-z][a-z'-]+)*)\b")
@@ -110,7 +112,8 @@ def _names_before(ctx: _Ctx) -> list[Fact]:
     for match in _NAME_BEFORE.finditer(ctx.sentence):
         noun = match.group(3).lower()
         relation = "dog" if _PETS.get(noun) == "dog" else "cat" if _PETS.get(noun) == "cat" else noun
-        if relation in _RELATIONS or relation in ("dog", "cat", "manager", "boss"):
+        if relation in _RELATIONS or relation in ("dog", "cat", "manager", "boss") or noun in _NAMED_PETS:
+            relation = _base_relation(noun) if noun in _NAMED_PETS else relation
             extra = ("only",) if match.group(2) and "only" in match.group(2) else ()
             out.append(ctx.fact("name:" + _base_relation(relation), match.group(1).lower(), len(ctx.text),
                                 extra=extra + ("possessive",)))
@@ -145,7 +148,8 @@ def _names(ctx: _Ctx) -> list[Fact]:
         explicit = bool(_EXPLICIT_NAMING.search(connector))
         if name in _NAME_STOP or name in _RELATIONS or not (explicit or _is_capitalised(ctx, name)):
             continue
-        only = match.group(1) == "only" or re.search(r"\b(?:my one and only|the only (?:person|one))\b",
+        only = match.group(1) == "only" or re.search(r"\b(?:my one and only|the only (?:person|one)|(?:my|our) "
+                                                     r"only (?:pet|" + re.escape(match.group(2)) + r"))\b",
                                                      ctx.text)
         out.append(ctx.fact("name:" + _base_relation(match.group(2)), name, match.end(),
                             extra=("only", "possessive") if only else ("possessive",)))
@@ -153,7 +157,7 @@ def _names(ctx: _Ctx) -> list[Fact]:
 
 
 def _base_relation(word: str) -> str:
-    return {"puppy": "dog", "kitten": "cat", "mum": "mom", "mother": "mom", "father": "dad",
+    return {"puppy": "dog", "kitten": "cat", "bunny": "rabbit", "mum": "mom", "mother": "mom", "father": "dad",
             "fiancee": "fiance"}.get(word, word)
 
 
@@ -206,7 +210,12 @@ _MY_HOME = re.compile(r"\b(?:my|our) (?:home|house|flat|apartment|condo|place|ho
                       r"based) in (?=[\w ]+ like me\b)")
 _ORIGIN = re.compile(r"\b(?:i am|we are) (?:originally |actually )?from |\b(?:i|we) (?:grew up|"
                      r"was born(?: and raised)?|were born|was raised|were raised) in |\bborn and raised in |"
-                     r"(?:^|, )growing up in ")
+                     r"(?:^|, )growing up in |\bback home in |\bin my home country(?: of)?,? |\bmy home "
+                     r"country(?: is)?,? ")
+# Where the speaker is about to live: a plan, so not a residence, but two plans must agree.
+_DESTINATION = re.compile(r"\b(?:i|we) (?:am|are) (?:relocating|moving|emigrating)(?: [\w-]+){0,3}? to |"
+                          r"\bonce (?:i am|we are) (?:settled|moved|living) in |\bwhen (?:i|we) (?:move|"
+                          r"relocate|emigrate) to |\bafter (?:i|we) (?:move|relocate|emigrate) to ")
 _NOT_FROM = re.compile(r"\b(?:i am|we are) not (?:originally )?from ")
 _VISITED = re.compile(r"\b(?:i|we) (?:was|were) (?:in|at|over in|out in) |\b(?:i|we) have (?:been|traveled|"
                       r"travelled|lived|stayed) (?:to|in) |\b(?:i|we) (?:went|traveled|travelled|flew|drove|"
@@ -224,7 +233,8 @@ def _places(ctx: _Ctx) -> list[Fact]:
     out: list[Fact] = []
     for pattern, slot, polarity in ((_RESIDENCE, "residence", True), (_MY_HOME, "residence", True),
                                     (_ORIGIN, "origin", True), (_NOT_FROM, "origin", False),
-                                    (_VISITED, "visited", True), (_NEVER_BEEN, "visited", False)):
+                                    (_VISITED, "visited", True), (_NEVER_BEEN, "visited", False),
+                                    (_DESTINATION, "destination", True)):
         for match in pattern.finditer(ctx.text):
             name, _place, end = _place_after(ctx, match.end())
             if not name:
@@ -238,7 +248,22 @@ def _places(ctx: _Ctx) -> list[Fact]:
                                 strength=0.85 if "here in" in match.group() else 1.0))
             if fact_slot in ("residence", "origin") and polarity:
                 out.append(ctx.fact("visited", name, end, True, extra=("implied",)))
-    return out
+    return out + _dwelling(ctx)
+
+
+_DWELLING = re.compile(r"\b(?:i|we) (?:currently |still |now |actually |also )?(?:live|am living|are living|"
+                       r"rent|am renting|are renting|share|am staying|are staying) (?:in )?(?:a|an|my|our|this|"
+                       r"the) (?:[\w-]+ ){0,2}?(walk-up|walkup|apartment|flat|condo|studio|loft|dorm|house|"
+                       r"bungalow|cottage|farmhouse|trailer|houseboat)\b")
+_DWELLING_KIND = {"walk-up": "apartment", "walkup": "apartment", "flat": "apartment", "condo": "apartment",
+                  "studio": "apartment", "loft": "apartment", "bungalow": "house", "cottage": "house",
+                  "farmhouse": "house"}
+
+
+def _dwelling(ctx: _Ctx) -> list[Fact]:
+    """'I live in a third-floor walk-up' vs 'since I live in a house with a big yard'."""
+    return [ctx.fact("dwelling", _DWELLING_KIND.get(m.group(1), m.group(1)), m.end())
+            for m in _DWELLING.finditer(ctx.text)]
 
 
 _KID_NOUNS = (r"(kids|children|child|sons?|daughters?|grandkids|grandchildren|stepkids|stepchildren|"
@@ -250,8 +275,8 @@ _KIDS_NONE = re.compile(r"\b(?:i|we) (?:do not|did not|never|have never|have not
                         r"\bi am (?:childless|child-free|childfree|not a (?:mom|mother|dad|father|"
                         r"parent))\b|^(?:and )?no (?:kids|children)\b(?! (?:allowed|menu|under|zone|section|"
                         r"policy|please))|(?:single|divorced|married), no (?:kids|children)\b")
-_PARENT_OF = re.compile(r"\ban? (?:proud |busy |single )?(?:mother|mom|mum|father|dad|parent) of (" + NUM
-                        + r")\b")
+_PARENT_OF = re.compile(r"\ban? (?:[\w-]+ ){0,2}?(?:mother|mom|mum|father|dad|parent) of (" + NUM
+                        + r"|twins|triplets)\b")
 _MY_KIDS = re.compile(r"\b(?:my|our) ((?:[\w-]+ ){0,2}?)(kids|children|son|sons|daughter|daughters|toddler|"
                       r"grandkids|grandchildren|stepson|stepdaughter|stepkids|little ones)\b")
 _MY_YOUNGEST = re.compile(r"\b(?:my|our) (youngest|eldest|oldest)(?=,| [A-Za-z]+,| is\b| just\b| starts\b|"
@@ -279,7 +304,7 @@ def _kids(ctx: _Ctx) -> list[Fact]:
         lifetime = ("lifetime",) if "never" in match.group() else ()
         out.append(ctx.fact("kids", "0", match.end(), extra=lifetime))
     for match in _PARENT_OF.finditer(ctx.text):
-        count = parse_number(match.group(1))
+        count = {"twins": 2, "triplets": 3}.get(match.group(1)) or parse_number(match.group(1))
         if count:
             out.append(ctx.fact("kids", str(count), match.end()))
     bare = re.match(r"^(" + NUM + r") (?:kids|children)\b", ctx.text)
@@ -551,7 +576,21 @@ def _possessions(ctx: _Ctx) -> list[Fact]:
         out.append(ctx.fact("has:allergy", "some:allergy", len(ctx.text), extra=("possessive",)))
     if re.search(r"\bi live (?:alone|by myself|on my own)\b", ctx.text):
         out.append(ctx.fact("has:roommate", "0:roommate", len(ctx.text)))
+    for match in _CONDITION.finditer(ctx.text):
+        out.append(ctx.fact("has:condition", "some:condition", match.end(), strength=0.9))
+    for match in _NO_CONDITION.finditer(ctx.text):
+        out.append(ctx.fact("has:condition", "0:condition", match.end()))
     return out
+
+
+# A health condition the speaker has, and the statement that they have none ("no medical conditions
+# to declare") that contradicts it.
+_CONDITION = re.compile(r"\bi am (?:a )?(?:type [12] |type (?:one|two) )?diabetic\b|\bi have (?:type [12] |type "
+                        r"(?:one|two) )?(?:diabetes|asthma|epilepsy|hypertension|high blood pressure|a heart "
+                        r"condition|crohn's|coeliac disease|celiac disease|copd|multiple sclerosis|arthritis)\b")
+_NO_CONDITION = re.compile(r"\b(?:i have )?no (?:medical|health|pre-existing|preexisting|underlying) conditions\b|"
+                           r"\bi (?:do not|don't) have any (?:medical|health|pre-existing|preexisting|underlying) "
+                           r"conditions\b|\bi am (?:perfectly |completely )?healthy,? no conditions\b")
 
 
 _STOP_HEADS = frozenset("""a an the my our your his her their it this that these those own new old first

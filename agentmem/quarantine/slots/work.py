@@ -127,7 +127,15 @@ _NATIVE = re.compile(r"\bmy (?:native|first|mother) (?:language|tongue) is " + _
                      + r" speaker\b")
 _NO_SPEAK = re.compile(r"\bi (?:do not|cannot|can not|never learned to|could never) speak (?:any |"
                        r"a word of )?"
-                       + _LANG_RE + r"\b|\bi do not know (?:any |a word of )" + _LANG_RE + r"\b")
+                       + _LANG_RE + r"\b|\bi do not know (?:any |a word of )" + _LANG_RE + r"\b|\bmy " + _LANG_RE
+                       + r" is (?:basically |pretty much |practically |literally )?(?:zero|nonexistent|"
+                       r"non-existent|nil)\b")
+_NON_EU = re.compile(r"\b(?:i am|as) an? non-eu (?:citizen|national|passport holder)\b|\bi am not an eu citizen\b")
+_RELIGION = re.compile(r"\b(?:i am|we are|we are both|we are all|as) (?:an? )?(?:practising |practicing |devout |"
+                       r"observant |lifelong |committed |proud )?(atheists?|agnostics?|catholics?|muslims?|jewish|"
+                       r"jews|hindus?|buddhists?|christians?|protestants?|mormons?|sikhs?)\b")
+_FAITHS = {"atheist": "none", "agnostic": "none", "catholic": "christian", "protestant": "christian",
+           "mormon": "christian", "jew": "jewish"}
 _CITIZEN = re.compile(r"\bi am (?:an? )?(us|u\.s\.|uk|u\.k\.|eu) (?:citizen|national)\b")
 _NATIONALITY = re.compile(r"\bi am (?:an? )?(?:proud |born )?" + _DEMONYM_RE + r"(?: citizen| national|"
                           r" by birth)?(?=\s*(?:[,.;!?]|$|and\b|but\b|so\b|too\b|myself\b|born\b|by birth\b|"
@@ -156,6 +164,13 @@ def _languages(ctx: _Ctx) -> list[Fact]:
                                   r"passport|nationality)\b", ctx.text) else ()
     for match in _NATIONALITY.finditer(ctx.text):
         out.append(ctx.fact("nationality", _DEMONYMS[match.group(1)], match.end(), extra=only))
+    for match in _NON_EU.finditer(ctx.text):
+        out.append(ctx.fact("nationality", "non-EU", match.end(), extra=only))
+    for match in _RELIGION.finditer(ctx.text):
+        word = match.group(1)
+        word = word[:-1] if word.endswith("s") and word != "jews" else "jew" if word == "jews" else word
+        faith = _FAITHS.get(word, word)
+        out.append(ctx.fact("religion", faith, match.end(), extra=("faith:" + word,)))
     for match in _CITIZEN.finditer(ctx.text):
         code = {"us": "US", "u.s.": "US", "uk": "GB", "u.k.": "GB"}.get(match.group(1))
         if code:
