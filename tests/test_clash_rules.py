@@ -161,6 +161,8 @@ HARD_NEGATIVES = [
     ("I have 4 cars for you. The first is a Camry.", "I have 7 cars for you. How about a Civic?",
      "search results"),
     ("I'm 5'10\".", "My brother is 6'2\" and plays basketball.", "other person"),
+    ("I cycle 9 km each way to work.", "My partner's commute is 25 km each way, so she drives.",
+     "other person"),
     ("We have 2 kids and 4 grandchildren.", "Our 4 grandkids visit in July.", "restatement"),
     # instructions: changed without recalling the old one, or recalled as given
     ("Please never mention my salary.", "Actually, please mention my salary after all.",

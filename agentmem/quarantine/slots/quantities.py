@@ -14,8 +14,9 @@ and hedged values ("about 80") clash only when they are far apart (``quantity_pa
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from agentmem.quarantine.slots.context import _Ctx
+from agentmem.quarantine.slots.context import _Ctx, clause_guard
 from agentmem.quarantine.slots.facts import Fact
 from agentmem.quarantine.slots.numbers import NUM, parse_number
 
@@ -164,6 +165,8 @@ def _quantities(ctx: _Ctx) -> list[Fact]:
                 "\u00a3" if "\u00a3" in money or "pound" in money else "$"
             out.append(ctx.fact("qty:owed", currency + _number(value), match.end(),
                                 extra=_hedged(ctx, match.start(), match.end())))
+    if out and clause_guard(ctx.text) == "other person":  # "my partner's ride is 25 km each way"
+        out = [replace(fact, subject="other") for fact in out]
     return out + _height(ctx)
 
 
