@@ -112,6 +112,14 @@ CLASHES = [
      "profile", "dwelling"),
     ("Our parrot Kiwi is our only pet.", "Mango, our only parrot, keeps plucking feathers.", "name_place",
      "name:parrot"),
+    ("My dad turns 70 in June, we're planning a party.", "What cake suits my dad's 65th birthday?", "value",
+     "birthday_age:dad"),
+    ("We cancelled Spotify last spring.", "Can I share our Spotify family plan with my niece?", "negation",
+     "has:spotify"),
+    ("I still don't have a driving licence.", "Last week I drove us to the coast in my mum's car.",
+     "world_knowledge", "has:licen"),
+    ("I've never repotted a plant in my life.", "When I repotted my spider plant it drooped.", "negation",
+     "did:repot"),
 ]
 
 # (older, newer, why) pairs that must not fire

@@ -482,6 +482,14 @@ def _nationality_pair(old: Fact, new: Fact) -> tuple[str, str, float]:
     return "conflict", "profile", 0.9 if "only" in old.qualifiers | new.qualifiers else 0.75
 
 
+def _licence_vs_driving(old: Fact, new: Fact) -> tuple[str, str, float] | None:
+    """No driving licence, then driving (either order)."""
+    has = old if _family(old.slot) == "has" else new
+    if has.slot not in ("has:licence", "has:license") or not has.value.startswith("0:"):
+        return None
+    return "conflict", "world_knowledge", 0.8
+
+
 # Facts of two different families that are compared, and how; every other pair of facts is
 # unrelated unless the two slots are equal. ``comparable`` reads the same table.
 _ACROSS = {
@@ -490,6 +498,7 @@ _ACROSS = {
     frozenset({"speaks_only", "speaks"}): _only_language,
     frozenset({"budget", "spend"}): _budget_then_spend,
     frozenset({"job", "school"}): _job_vs_school,
+    frozenset({"has", "drives"}): _licence_vs_driving,
 }
 _PARTNERS: dict[str, frozenset[str]] = {
     family: frozenset(other for pair in _ACROSS if family in pair for other in pair - {family})
@@ -500,6 +509,7 @@ _SAME_SLOT = {
     "has": _possession_pair, "did": _count, "marital": _marital_pair, "name": _name_pair,
     "residence": _place_pair, "origin": _place_pair, "destination": _place_pair,
     "dwelling": _value_pair("profile", 0.8), "religion": _value_pair("profile", 0.8),
+    "birthday_age": _value_pair("value", 0.85),
     "visited": _place_pair, "avoids": _avoids_pair, "consumes": _consumes_pair, "diet": _diet_pair,
     "job": _job_pair, "school": _school_pair, "speaks": _polarity_pair,
     "speaks_only": _value_pair("profile", 0.85), "native_language": _value_pair("profile", 0.85),

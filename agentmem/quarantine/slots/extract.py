@@ -9,11 +9,11 @@ from agentmem.quarantine.slots.facts import Fact
 from agentmem.quarantine.slots.food import _allergies, _consumption, _diet, _habits, _lifestyle
 from agentmem.quarantine.slots.instructions import _instructions
 from agentmem.quarantine.slots.people import (
-    _ages, _kids, _marital, _names, _organisations, _pets, _places, _possessions, _siblings,
+    _ages, _birthday_ages, _kids, _marital, _names, _organisations, _pets, _places, _possessions, _siblings,
 )
 from agentmem.quarantine.slots.quantities import _quantities
 from agentmem.quarantine.slots.values import (
-    _activities, _amounts, _budget, _durations, _events, _favourites, _job_presupposed, _opening,
+    _activities, _amounts, _budget, _drives, _durations, _events, _favourites, _job_presupposed, _opening,
     _party, _presupposed_habits,
 )
 from agentmem.quarantine.slots.work import _jobs, _languages
@@ -22,11 +22,11 @@ from agentmem.quarantine.slots.work import _jobs, _languages
 _EXTRACTORS = (_ages, _activities, _names, _organisations, _lifestyle, _amounts, _party, _durations, _places,
                _kids, _siblings, _marital, _pets, _possessions, _diet, _allergies, _habits,
                _consumption, _jobs, _languages, _instructions, _events, _budget, _favourites, _opening,
-               _quantities)
+               _quantities, _drives, _birthday_ages)
 
 _PRESUPPOSITION_EXTRACTORS = (_job_presupposed, _kids, _siblings, _pets, _possessions, _marital,
                               _presupposed_habits, _names,
-                              _organisations, _party, _quantities)
+                              _organisations, _party, _quantities, _birthday_ages)
 
 
 def extract_facts(text: str) -> list[Fact]:

@@ -34,6 +34,20 @@ _AGE_AT = re.compile(r"(?:^|,\s|\b(?:honestly|but|and|so|even|me|like)\s)at (\d{
                      r"^at (\d{2})$")
 
 
+# The age a relative turns at the birthday being discussed: "grandma turns 90 next Saturday" and
+# "a banner for grandma's 85th" are one birthday, so two ages clash whoever the relative is.
+_TURNS = re.compile(r"\b(?:my |our )?" + _RELATION_RE + r" (?:turns|is turning|will turn|will be turning) (\d{1,3})\b|"
+                    r"\b(?:my |our )?" + _RELATION_RE + r"'s (\d{1,3})(?:st|nd|rd|th)\b")
+
+
+def _birthday_ages(ctx: _Ctx) -> list[Fact]:
+    out = []
+    for match in _TURNS.finditer(ctx.text):
+        relation, age = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+        out.append(ctx.fact("birthday_age:" + relation, age, match.end(), subject="other:" + relation))
+    return out
+
+
 def _ages(ctx: _Ctx) -> list[Fact]:
     out = []
     for match in _AGE_AT.finditer(ctx.text):
@@ -482,6 +496,8 @@ _POS_NONE = (
     re.compile(r"\b(?:i|we) have (?:no|zero) " + _NP + _NP_END),
     re.compile(r"(?:^|, )no " + _NP + r"(?=,|$| or | and )"),
 )
+# "We cancelled Netflix back in January": the service (its first word) is gone.
+_CANCELLED = re.compile(r"\b(?:i|we) (?:cancell?ed|unsubscribed from|ditched) (?:my |our |the )?([a-z][\w+-]*)")
 _POS_SOME = (
     re.compile(r"\b(?:my|our) ((?:[\w-]+ ){0,2})([\w-]+)\b"),
     re.compile(r"\bthe ((?:[\w-]+ ){0,2})([\w-]+) (?:i|we) (?:had|have|take|took|bought|own|use|play|got)\b"),
@@ -561,6 +577,10 @@ def _possessions(ctx: _Ctx) -> list[Fact]:
                 continue
             extra = ("lifetime",) if "never" in match.group() else ()
             out.append(ctx.fact("has:" + _MEMBER_OF.get(head, head), "0:" + head, match.end(), extra=extra))
+    for match in _CANCELLED.finditer(ctx.text):
+        head = _head(match.group(1))
+        if head and head not in _ABSTRACT and head not in _STOP_HEADS:
+            out.append(ctx.fact("has:" + _MEMBER_OF.get(head, head), "0:" + head, match.end()))
     for pattern in _POS_SOME:
         for match in pattern.finditer(ctx.text):
             words = match.group(1).split() + [match.group(2)]

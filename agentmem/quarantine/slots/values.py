@@ -304,6 +304,8 @@ _VERB_FORMS = {
     "learn": "learn learned learnt learning", "study": "study studied studying", "use": "use used using",
     "listen": "listen listened listening", "meet": "meet met meeting", "run": "run ran running",
     "smoke": "smoke smoked smoking", "golf": "golf golfed golfing", "skate": "skate skated skating",
+    "repot": "repot repotted repotting", "book": "book booked booking",
+    "garden": "garden gardened gardening", "sail": "sail sailed sailing", "row": "row rowed rowing",
 }
 _VERB_LEMMA = {form: lemma for lemma, forms in _VERB_FORMS.items() for form in forms.split()}
 _VERB_ALT = r"(" + "|".join(sorted(_VERB_LEMMA, key=len, reverse=True)) + r")"
@@ -338,9 +340,21 @@ def _activities(ctx: _Ctx) -> list[Fact]:
     return out
 
 
+_DROVE = re.compile(r"\b(?:i|we) (?:drove|was driving|were driving|have driven|drive to work|drive every|"
+                    r"usually drive|always drive)\b")
+
+
+def _drives(ctx: _Ctx) -> list[Fact]:
+    """'Last time I drove us up ...': driving, which a speaker without a licence does not do."""
+    return [ctx.fact("drives", "some", m.end()) for m in _DROVE.finditer(ctx.text)]
+
+
 def _activity_object(words: str) -> str:
     tokens = []
-    for word in words.split():
+    split = words.split()
+    while split and split[0] in ("my", "our"):  # "I repotted my snake plant": the plant is the object
+        split = split[1:]
+    for word in split:
         if word in _ACTIVITY_STOP or word in _PLACE_STOP or not re.match(r"^[a-z&]", word):
             break
         tokens.append(word)
