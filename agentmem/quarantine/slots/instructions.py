@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from agentmem.quarantine.claims import normalise
 from agentmem.quarantine.slots.context import _Ctx
 from agentmem.quarantine.slots.facts import Fact
 from agentmem.quarantine.slots.lexicons import _LANG_RE
@@ -86,7 +87,7 @@ reply replies response responses thing things everything anything something noth
 make keep give write tell show send tried trying also would could should will them they this that these
 those with from your yours mine what when where which while because since again still even time times
 really actually very much more less same other another then than there here about into over after before
-some every each instead rather whole clearly want going know remember start beginning earlier before
+some every each instead rather whole clearly going know remember start beginning earlier
 said asked mentioned requested wrote specified explained instructed instruction instructions rule rules
 request requests""".split())
 
@@ -110,7 +111,7 @@ _IMPERATIVE = re.compile(
 
 _SHORT_STOP = frozenset("""the and for you are but not all any can her him his how its may now our out own she
 too was way who why yes yet per via off got get let set say see ask did one two has had have lot bit
-new old big far few its etc ago also""".split())
+new old big far few etc ago""".split())
 
 
 def _stem(word: str) -> str:
@@ -125,8 +126,6 @@ def _recalled_terms(ctx: _Ctx) -> list[Fact]:
     mention and diagnosis, refused. When the speaker later says "as I asked, please mention my
     diagnosis", the recalled instruction must agree with the one given (``recalled_pair``); an
     instruction changed without recalling the old one is a new instruction, not a clash."""
-    from agentmem.quarantine.claims import normalise
-
     recall = bool(_RECALL.search(normalise(ctx.sentence or ctx.text)))
     if not recall and not _IMPERATIVE.search(ctx.text):
         return []

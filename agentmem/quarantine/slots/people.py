@@ -127,7 +127,6 @@ def _names_before(ctx: _Ctx) -> list[Fact]:
         noun = match.group(3).lower()
         relation = "dog" if _PETS.get(noun) == "dog" else "cat" if _PETS.get(noun) == "cat" else noun
         if relation in _RELATIONS or relation in ("dog", "cat", "manager", "boss") or noun in _NAMED_PETS:
-            relation = _base_relation(noun) if noun in _NAMED_PETS else relation
             extra = ("only",) if match.group(2) and "only" in match.group(2) else ()
             out.append(ctx.fact("name:" + _base_relation(relation), match.group(1).lower(), len(ctx.text),
                                 extra=extra + ("possessive",)))
