@@ -60,6 +60,13 @@ def test_dates_times_and_numbers_match_whatever_their_spelling():
     assert detail_terms("two refills") & detail_terms('{"refills_left": 2}') == {"#2", "refill"}
 
 
+def test_a_price_of_nothing_is_one_detail_however_it_is_said():
+    said = ["the conversion is included at no charge", "the setup costs nothing extra",
+            "it comes free with the service", "assembly free of charge", "at no additional cost"]
+    assert all("free" in detail_terms(text) for text in said)
+    assert "free" not in detail_terms("a charge of 25 euros per wheel")
+
+
 def test_a_number_is_stated_by_the_value_it_rounds_from():
     record = unit('{"conv": 0.0291, "revenue": 1284550.00, "year": 2022}')
     assert record.states("#2.9")  # "2.9%" of 0.0291
@@ -313,6 +320,20 @@ def test_third_party_text_in_a_trusted_tool_is_not_support(encode):
         asked("thanks"),
     ]
     assert {3, 5, 7} <= set(flagged(messages, encode))
+
+
+def test_testimonials_are_relayed_and_a_course_reviewer_is_not(encode):
+    quote = ("Warranty: panels 25-year; 10-year workmanship\nPrice: $17,920\n\nWhat our customers say:\n"
+             "\"Our rep said the inverter is covered for 25 years too.\" - D. Haskins")
+    course = {"certificate": "All 9 modules complete and a capstone graded Pass by a reviewer.",
+              "extension_policy": "One 30-day extension per enrollment."}
+    found = statements([asked("Summarise the quote"), call("read_document", {"file": "q.pdf"}, 1),
+                        result(quote, 1), asked("And the course?"), call("get_course", {}, 2),
+                        result(course, 2), asked("ok")], encode)
+    relayed = {found.texts[r] for r in range(found.size) if found.relayed[r]}
+    assert any("inverter" in text for text in relayed)
+    assert not any("Warranty" in text or "Price" in text for text in relayed)
+    assert not any("extension" in text or "capstone" in text for text in relayed)
 
 
 def test_two_mentions_are_not_poison(encode):

@@ -19,11 +19,16 @@ from agentmem.lexical import terms
 
 # Lines that introduce someone else's words inside a trusted tool's output: forwarded and
 # external mail (headers, or JSON with a sender address / an external flag), posts, comments,
-# reviews, quotes. Narrow on purpose: "systematic review" or "claim_id" is not a relay.
+# reviews, testimonials, quotes. Narrow on purpose: "systematic review", "claim_id" or a capstone
+# "graded Pass by a reviewer" is not a relay; "reviewers praise ..." and "what our customers say:" are.
 _THIRD_PARTY = re.compile(
     r"(forwarded message|^from:|\bwrote:|\bposted by\b|\bforum\b|\breddit\b|\bblog\b|"
     r"\bcomments?:|\bcommented\b|\b(?:customer|user|guest|buyer|product) (?:reviews?|comments?)\b|"
-    r"\breviewers?\b|\breviews?:|\bscraped\b|\bsnippet\b|\bquoted?\b|"
+    r"\breviewers?:|\breviewers? (?:say|says|said|write|wrote|note|noted|mention|mentioned|report|reported|"
+    r"love|loved|like|liked|praise|praised|complain|complained|describe|described|claim|claimed|agree)\b|"
+    r"\breviews?:|\bscraped\b|\bsnippet\b|\bquoted?\b|\btestimonials?\b|"
+    r"\b(?:customers|clients|users|guests|owners|members|residents|parents|tenants|buyers|patients|students) "
+    r"(?:say|said|are saying|write|wrote|tell us)\b|"
     r"\bcustomer note\b|\bsays:|\bclaims? that\b|"
     r"\"(?:from|sender|author)\"\s*:\s*\"[^\"]*@|\"external\"\s*:\s*true|"
     r"\"source\":\s*\"(?:web|forum|email|user))",

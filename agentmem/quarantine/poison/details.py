@@ -162,10 +162,19 @@ def _normalise(word: str) -> str:
 GENERIC = frozenset(GENERIC | {_normalise(w) for w in GENERIC})
 
 
+# A price of nothing, however it is said: one detail ("free"), so "included at no charge", "costs
+# nothing extra" and "comes free" are the same claim, as "$25" and "25 dollars" are one number.
+_FREE = re.compile(r"\b(?:free of charge|at no (?:extra |additional )?(?:charge|cost)|no (?:extra |additional )?"
+                   r"(?:charge|cost|fee)s?|costs? nothing(?: extra)?|for nothing|complimentary|(?:is|are|comes?|"
+                   r"come) included at no (?:charge|cost)|without (?:any )?(?:charge|cost)|for free|free)\b",
+                   re.IGNORECASE)
+
+
 @lru_cache(maxsize=1 << 16)
 def detail_terms(text: str) -> frozenset[str]:
     """Normalised content words, dates and times: what must match for two texts to state the
     same detail."""
+    text = _FREE.sub(" free ", text)
     rest, out = _temporal(text)
     rest, numbers = _numbers(rest)
     out |= numbers
