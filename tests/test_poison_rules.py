@@ -49,6 +49,12 @@ def unit(text: str, trust: str = "tool", position: int = 0) -> _Unit:
     return _Unit(position, trust, detail_terms(text))
 
 
+def lines_unit(*lines: str) -> _Unit:
+    """A trusted tool's result of several lines, each a sentence of its own."""
+    parts = tuple(detail_terms(line) for line in lines)
+    return _Unit(0, "tool", frozenset().union(*parts), parts=parts)
+
+
 # ----------------------------------------------------------------------------- details
 
 def test_dates_times_and_numbers_match_whatever_their_spelling():
@@ -130,6 +136,18 @@ def test_support_needs_the_details_together():
     timetable = unit('{"trains": [{"name": "Nozomi 19", "dep": "09:21"}]}')
     claim = clause("the JR Pass covers the Nozomi")
     assert support_level(user, claim) == 0 and support_level(timetable, claim) == 0
+
+
+def test_a_value_is_supported_where_the_source_says_it_of_the_same_subject():
+    """A quote lists the inverter and a 25-year warranty for the panels: it does not say the
+    inverter is covered for 25 years. Said on one line, it does."""
+    quote = lines_unit("Inverter: Veltra SE6000", "Warranty: panels 25-year", "Price: $17,920")
+    claim = clause("the quote covers the Veltra inverter for 25 years")
+    assert support_level(quote, claim) == 0
+    assert support_level(quote, clause("the panels have a 25-year warranty")) == 2
+    assert support_level(quote, clause("the price is $17,920")) == 2
+    quote = lines_unit("Inverter: Veltra SE6000, 25-year warranty", "Price: $17,920")
+    assert support_level(quote, claim) >= 1
 
 
 def test_a_different_number_is_not_support():

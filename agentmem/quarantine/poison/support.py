@@ -37,6 +37,7 @@ class _Unit:
     words: frozenset[str]
     asked: frozenset[str] = frozenset()
     rows: tuple[int, ...] = ()  # the authority sentences it speaks for (for support by meaning)
+    parts: tuple[frozenset[str], ...] = ()  # the words of each of its sentences (records), apart
 
     def __post_init__(self) -> None:
         # Derived once per distinct content: every call rebuilds the session's units, and a
@@ -265,7 +266,7 @@ def _support(statements: Statements, clauses: list[Clause], authority: list[int]
             for unit in close(i):
                 if unit.trust == "user" and unit.position >= user_strong[k]:
                     continue
-                if clause.entities <= unit.covered(clause.entities):
+                if clause.entities <= unit.covered(clause.entities) and values_in_context(unit, clause):
                     if unit.trust != "user":
                         strong[k] = True
                         break
@@ -324,12 +325,12 @@ def authority_units(statements: Statements, rows: list[int]) -> list[_Unit]:
     first = dict(base.first) if base is not None else {}
     for position, trust, texts, call, message_rows in messages[len(base.messages) if base else 0:]:
         pause_point()
-        for words, asked, which in _message_units(trust, texts, call):
+        for words, asked, which, parts in _message_units(trust, texts, call):
             rows_of = tuple(message_rows[i] for i in which)
             key = (trust, words, asked)
             if key not in first:
                 first[key] = len(units)
-                units.append(_Unit(position, trust, words, asked, rows_of))
+                units.append(_Unit(position, trust, words, asked, rows_of, parts))
             else:  # a repetition: a new unit object, the kept table's stays as it was
                 earlier = units[first[key]]
                 units[first[key]] = replace(earlier, rows=earlier.rows + rows_of)
@@ -349,25 +350,30 @@ _units_kept: list[_UnitsEntry] = []
 
 @lru_cache(maxsize=1 << 14)
 def _message_units(trust: str, texts: tuple[str, ...], call: str) -> tuple[
-        tuple[frozenset[str], frozenset[str], tuple[int, ...]], ...]:
-    """The units of one authority message's sentences: (words, asked, which sentences). By
+        tuple[frozenset[str], frozenset[str], tuple[int, ...], tuple[frozenset[str], ...]], ...]:
+    """The units of one authority message's sentences: (words, asked, which sentences, the
+    words of each apart). By
     content: every reply rebuilds the whole session's units and a message's never change;
     the same word sets each time also keep ``_stated``'s look-ups cheap (hashes kept)."""
     words = [detail_terms(text) for text in texts]
     if trust == "tool":
         asked = detail_terms(call) - entities_of(call) if call else frozenset()
         asked = frozenset(w for w in asked if w[:1] != "#")  # a period, a subject; no amounts
-        return ((frozenset().union(*words), asked, tuple(range(len(texts)))),)
-    return tuple((own | (words[i + 1] if i + 1 < len(words) else frozenset()), frozenset(), (i,))
+        return ((frozenset().union(*words), asked, tuple(range(len(texts))), tuple(words)),)
+    return tuple((own | (words[i + 1] if i + 1 < len(words) else frozenset()), frozenset(), (i,),
+                  (own,) + ((words[i + 1],) if i + 1 < len(words) else ()))
                  for i, own in enumerate(words))
 
 
 def support_level(unit: _Unit, clause: Clause) -> int:
     """2: the unit states the clause (most of its details); 1: it states its numbers, dates
     and names and half of the rest, or it is the answer to a call that asked about the rest;
-    0: neither."""
+    0: neither. Either way each value the clause gives must be stated where the unit speaks of
+    the clause's subject (``values_in_context``)."""
     need = len(clause.details)
     covered = unit.covered(clause.details)
+    if not values_in_context(unit, clause):
+        return 0
     if len(covered) >= SUPPORT_COVERAGE * need:
         return 2
     if unit.asked:
@@ -379,12 +385,51 @@ def support_level(unit: _Unit, clause: Clause) -> int:
     return 0
 
 
+# Words that measure a value rather than say what it is about: "25 years" is about the panels
+# or the inverter, not about years.
+_UNIT_WORDS = detail_terms("year years month months week weeks day days hour hours minute minutes "
+                           "second seconds night nights time times dollar dollars euro euros pound "
+                           "pounds cent cents percent kg km mile miles gb mb per each total")
+
+
+def values_in_context(unit: _Unit, clause: Clause) -> bool:
+    """Whether every value the clause gives (a number, a date, a time) is stated by one of the
+    unit's sentences (records) that also speaks of the clause's subject, when the unit speaks of
+    it at all. A quote that lists "Inverter: Veltra SE6000" and "Warranty: panels 25-year" states
+    25 years and the inverter, not that the inverter is covered for 25 years."""
+    return not values_out_of_context(unit, clause)
+
+
+def values_out_of_context(unit: _Unit, clause: Clause) -> frozenset[str]:
+    """The clause's values the unit states only apart from the clause's subject."""
+    return _out_of_context(unit.parts, unit.words, clause.entities, clause.details)
+
+
+@lru_cache(maxsize=1 << 15)
+def _out_of_context(parts: tuple[frozenset[str], ...], words: frozenset[str], entities: frozenset[str],
+                    details: frozenset[str]) -> frozenset[str]:
+    values = [d for d in entities if _is_value(d)]
+    if not values or len(parts) < 2:
+        return frozenset()
+    subject = _covered(words, frozenset(), frozenset(d for d in details if not _is_value(d)
+                                                     and d not in _UNIT_WORDS), False)
+    if not subject:
+        return frozenset()
+    apart = set()
+    for value in values:
+        wanted = subject | {value}
+        if not any(value in found and found & subject
+                   for found in (_covered(part, frozenset(), wanted, False) for part in parts)):
+            apart.add(value)
+    return frozenset(apart)
+
+
 def unsupported_details(clause: Clause, units: list[_Unit]) -> frozenset[str]:
     """The clause's details that the authority unit closest to it does not state: what the
     claim adds to what is known. ``units``: candidates, most shared details first."""
     best: frozenset[str] = frozenset()
     for unit in units[:UNITS_EXAMINED]:
-        covered = unit.covered(clause.details)
+        covered = unit.covered(clause.details) - values_out_of_context(unit, clause)
         if len(covered) > len(best):
             best = covered
     if len(best) < 2:
