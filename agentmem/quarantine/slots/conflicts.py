@@ -28,8 +28,8 @@ class Relation:
 
 
 # Slots that describe a standing state: a future or hypothetical mention of them commits to nothing.
-_STATE_FAMILIES = frozenset({"age", "residence", "dwelling", "religion", "origin", "visited", "kids", "siblings", "brothers",
-                             "sisters",
+_STATE_FAMILIES = frozenset({"age", "residence", "dwelling", "religion", "origin", "visited", "kids",
+                             "siblings", "brothers", "sisters",
                              "marital", "pet", "has", "job", "school", "speaks", "speaks_only",
                              "native_language", "nationality", "name", "diet", "avoids", "fav"})
 _EXISTENCE_FAMILIES = frozenset({"kids", "siblings", "brothers", "sisters", "pet", "has", "marital", "job"})

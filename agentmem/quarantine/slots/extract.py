@@ -16,13 +16,13 @@ from agentmem.quarantine.slots.values import (
     _activities, _amounts, _budget, _drives, _durations, _events, _favourites, _job_presupposed, _opening,
     _party, _presupposed_habits,
 )
-from agentmem.quarantine.slots.work import _jobs, _languages
+from agentmem.quarantine.slots.work import _jobs, _languages, _religion
 
 
 _EXTRACTORS = (_ages, _activities, _names, _organisations, _lifestyle, _amounts, _party, _durations, _places,
                _kids, _siblings, _marital, _pets, _possessions, _diet, _allergies, _habits,
                _consumption, _jobs, _languages, _instructions, _events, _budget, _favourites, _opening,
-               _quantities, _drives, _birthday_ages)
+               _quantities, _drives, _birthday_ages, _religion)
 
 _PRESUPPOSITION_EXTRACTORS = (_job_presupposed, _kids, _siblings, _pets, _possessions, _marital,
                               _presupposed_habits, _names,

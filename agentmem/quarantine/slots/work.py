@@ -166,13 +166,18 @@ def _languages(ctx: _Ctx) -> list[Fact]:
         out.append(ctx.fact("nationality", _DEMONYMS[match.group(1)], match.end(), extra=only))
     for match in _NON_EU.finditer(ctx.text):
         out.append(ctx.fact("nationality", "non-EU", match.end(), extra=only))
-    for match in _RELIGION.finditer(ctx.text):
-        word = match.group(1)
-        word = word[:-1] if word.endswith("s") and word != "jews" else "jew" if word == "jews" else word
-        faith = _FAITHS.get(word, word)
-        out.append(ctx.fact("religion", faith, match.end(), extra=("faith:" + word,)))
     for match in _CITIZEN.finditer(ctx.text):
         code = {"us": "US", "u.s.": "US", "uk": "GB", "u.k.": "GB"}.get(match.group(1))
         if code:
             out.append(ctx.fact("nationality", code, match.end(), extra=only))
+    return out
+
+
+def _religion(ctx: _Ctx) -> list[Fact]:
+    """'We're both atheists' vs 'as practising Catholics' (a Catholic is a Christian)."""
+    out = []
+    for match in _RELIGION.finditer(ctx.text):
+        word = match.group(1)
+        word = "jew" if word == "jews" else word[:-1] if word.endswith("s") else word
+        out.append(ctx.fact("religion", _FAITHS.get(word, word), match.end(), extra=("faith:" + word,)))
     return out
