@@ -19,6 +19,7 @@ from dataclasses import replace
 from agentmem.quarantine.slots.context import _Ctx, clause_guard
 from agentmem.quarantine.slots.facts import Fact
 from agentmem.quarantine.slots.numbers import NUM, parse_number
+from agentmem.quarantine.slots.values import _MONEY, _money_value
 
 _AMOUNT = (r"(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)? ?k\b|\d+(?:\.\d+)?|" + NUM + r")")
 _HEDGE = re.compile(r"\b(?:about|around|roughly|approximately|approx|almost|nearly|over|under|more than|"
@@ -66,7 +67,6 @@ _ODOMETER = re.compile(r"\b(?:my|our|the|it|this|that)\b(?: [\w-]+){0,3}? (?:has
                        + r" (miles|mi|km|kilometers|kilometres)\b(?! (?:a|per|each|every|away|from|to|"
                        r"round|each way|one way|an hour))")
 _EACH_WAY = re.compile(r"\b(\d+(?:\.\d+)?) ?(km|kilomet(?:er|re)s?|miles?|mi) (?:each way|one way)\b")
-_MONEY = r"([$\u20ac\u00a3] ?\d[\d,]*(?:\.\d+)? ?k?\b|\d[\d,]*(?:\.\d+)? ?k? (?:dollars|euros|pounds)\b)"
 _OWED = re.compile(r"\b(?:(?:remaining|outstanding|loan|mortgage|principal|card) balance(?: on (?:the|my|our) "
                    r"(?:mortgage|loan|house|car|card))?|balance (?:left|remaining|owed|outstanding)|(?:i|we) (?:still )?owe|(?:left|remaining|outstanding) on "
                    r"(?:the|my|our) (?:mortgage|loan|house|car|card))\b(?: is| of| at|:| about| around| "
@@ -158,11 +158,9 @@ def _quantities(ctx: _Ctx) -> list[Fact]:
             out.append(ctx.fact("qty:commute_" + unit, _number(value), match.end(),
                                 extra=_hedged(ctx, match.start(1), match.end())))
     for match in _OWED.finditer(ctx.text):
-        money = match.group(1) or match.group(2)
-        value = _value(re.sub(r"[^\d.,k]", "", money.replace(" k", "k")))
-        if value and value >= 100:
-            currency = "\u20ac" if "\u20ac" in money or "euro" in money else \
-                "\u00a3" if "\u00a3" in money or "pound" in money else "$"
+        parsed = _money_value(match.group(1) or match.group(2))
+        if parsed and parsed[1] >= 100:
+            currency, value = parsed
             out.append(ctx.fact("qty:owed", currency + _number(value), match.end(),
                                 extra=_hedged(ctx, match.start(), match.end())))
     if out and clause_guard(ctx.text) == "other person":  # "my partner's ride is 25 km each way"
