@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from agentmem import Hygiene
 from agentmem.config import Settings
@@ -36,26 +38,46 @@ class ClusterNodes:
 
     def __init__(self, folder: Path, size: int = 6) -> None:
         self.folder = folder
-        self.ports = [free_port() for _ in range(size)]
+        self.size = size
+        self.ports: list[int] = []
         self.processes: dict[int, subprocess.Popen] = {}
 
     def start(self) -> ClusterNodes:
-        for port in self.ports:
-            folder = self.folder / str(port)
-            folder.mkdir(parents=True)
-            self.processes[port] = subprocess.Popen(
-                ["redis-server", "--port", str(port), "--cluster-port", str(free_port()),
-                 "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--cluster-config-file",
-                 str(folder / "nodes.conf"), "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
-                 "--appendonly", "yes", "--save", "", "--dir", str(folder)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for port in self.ports:
-            _wait_for(lambda p=port: _node(p).ping(), f"node {port} answers")
+        for _ in range(self.size):
+            self._start_node()
         subprocess.run(["redis-cli", "--cluster", "create",
                         *[f"127.0.0.1:{p}" for p in self.ports], "--cluster-replicas", "1",
                         "--cluster-yes"], check=True, capture_output=True, timeout=60)
         _wait_for(self.healthy, "the cluster is ok on every node")
         return self
+
+    def _start_node(self, tries: int = 5) -> None:
+        """Start one node on fresh ports, again on others if it exits at start.
+
+        A port from ``free_port`` is only free when asked: before redis-server binds it, an
+        outgoing connection (another test, a node's cluster bus) may take it, and the node
+        exits at once. Nodes start one by one so no port handed out is still unbound.
+        """
+        for _ in range(tries):
+            port, bus = free_port(), free_port()
+            if bus == port:
+                continue
+            folder = self.folder / str(port)
+            folder.mkdir(parents=True, exist_ok=True)
+            process = subprocess.Popen(
+                ["redis-server", "--port", str(port), "--cluster-port", str(bus),
+                 "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--cluster-config-file",
+                 str(folder / "nodes.conf"), "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+                 "--appendonly", "yes", "--save", "", "--dir", str(folder)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _wait_for(lambda proc=process, p=port: proc.poll() is not None or _probe(p).ping(),
+                      f"node {port} answers or exits")
+            if process.poll() is None:
+                self.ports.append(port)
+                self.processes[port] = process
+                return
+            process.wait(timeout=10)
+        raise AssertionError(f"no cluster node started in {tries} tries")
 
     @property
     def url(self) -> str:
@@ -91,6 +113,12 @@ class ClusterNodes:
 
 def _node(port: int) -> redis.Redis:
     return redis.Redis(port=port, socket_timeout=2)
+
+
+def _probe(port: int) -> redis.Redis:
+    """A client that tries once: redis-py's default retries would wait ~25 s on a port held
+    by something that is not (yet) a node, while the node it waits for may have exited."""
+    return redis.Redis(port=port, socket_timeout=2, retry=Retry(NoBackoff(), 0))
 
 
 def _wait_for(check, what: str, timeout: float = 30) -> None:
