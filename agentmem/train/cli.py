@@ -163,6 +163,14 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                                       "nli_synth: half contradictions, half hard negatives)."),
         init: Optional[str] = typer.Option(None, help="Warm-start from this NLI checkpoint folder "
                                            "(e.g. the shipped one) instead of a new head on --base."),
+        written: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Written "
+                                               "chat pairs (agentmem/train/data/chat_clash_pairs_"
+                                               "written.jsonl); 10% by hash are held out."),
+        written_repeat: int = typer.Option(1, min=1, help="Times the written pairs are trained."),
+        dialogue_pairs: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Consistent "
+                                                      "same-speaker pairs of task dialogues (python -m "
+                                                      "agentmem.train.sgd_pairs); 10% by hash held out."),
+        dialogue_max: Optional[int] = typer.Option(None, help="Cap on --dialogue-pairs (random sample)."),
         work: Optional[Path] = WORK_OPTION,
         save_every: int = typer.Option(200, help="Steps between saves of the training state."),
         resume: bool = RESUME_OPTION,
@@ -183,6 +191,8 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                      max_length=max_length, seed=seed, swap_fraction=swap_fraction,
                      dnli_max=dnli_max, threads=threads, limit=limit, synthetic=synthetic,
                      init=init, work=work, save_every=save_every, resume=resume,
+                     written=written, written_repeat=written_repeat,
+                     dialogue_pairs=dialogue_pairs, dialogue_max=dialogue_max,
                      log=lambda line: typer.echo(line))
     card["command"] = command.strip()
     (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")

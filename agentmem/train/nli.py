@@ -111,6 +111,8 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
               threads: int | None = None, limit: int | None = None, synthetic: int = 0,
               init: str | None = None, work: Path | None = None, save_every: int = 200,
               resume: bool = False, held_out_synthetic: int | None = None,
+              written: Path | None = None, written_repeat: int = 1,
+              dialogue_pairs: Path | None = None, dialogue_max: int | None = None,
               log: Callable[[str], Any] = print) -> dict[str, Any]:
     """Train, save fp16 safetensors + tokenizer to ``out``, evaluate the saved copy; the card dict.
 
@@ -146,7 +148,9 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
             id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
 
     examples = build_training_set(data_dir, seed=seed, swap_fraction=swap_fraction,
-                                  dnli_max=dnli_max, limit=limit, synthetic=synthetic)
+                                  dnli_max=dnli_max, limit=limit, synthetic=synthetic,
+                                  written=written, written_repeat=written_repeat,
+                                  dialogue_pairs=dialogue_pairs, dialogue_max=dialogue_max)
     encoded = _encode(tokenizer, examples, max_length)
     log(f"{len(encoded)} training pairs, device {device}, torch threads {torch.get_num_threads()}")
 
@@ -161,6 +165,9 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     run_signature = signature(examples=len(encoded), data_sha256=digest, epochs=epochs, batch_size=batch_size, lr=lr,
                            max_length=max_length, seed=seed, swap_fraction=swap_fraction,
                            dnli_max=dnli_max, limit=limit, synthetic=synthetic, init=init,
+                           written=str(written) if written else None, written_repeat=written_repeat,
+                           dialogue_pairs=str(dialogue_pairs) if dialogue_pairs else None,
+                           dialogue_max=dialogue_max,
                            base=base if init is None else None)
     first_step, earlier_time = 0, 0.0
     state_file = work / "state.pt" if work is not None else None
@@ -188,13 +195,17 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     if held_out_synthetic is None:
         held_out_synthetic = 1000 if synthetic else 0
     metrics = {}
-    for name, rows in held_out_sets(data_dir, synthetic=held_out_synthetic).items():
+    for name, rows in held_out_sets(data_dir, synthetic=held_out_synthetic,
+                                             written=written).items():
         binary = any(e.label is None for e in rows)
         metrics[name] = evaluate_binary(shipped, rows) if binary else evaluate(shipped, rows)
         log(f"{name}: {metrics[name]}")
     card = {"base": BASE_NAME, "init": init, "examples": len(encoded), "counts": describe(examples),
             "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
             "swap_fraction": swap_fraction, "dnli_max": dnli_max, "synthetic": synthetic,
+            "written": str(written) if written else None, "written_repeat": written_repeat,
+            "dialogue_pairs": str(dialogue_pairs) if dialogue_pairs else None,
+            "dialogue_max": dialogue_max,
             "seed": seed, "device": device, "torch_threads": torch.get_num_threads(),
             "steps": steps, "resumed_at_step": first_step or None,
             "train_time_s": round(train_time, 1),

@@ -22,6 +22,17 @@ _SYNTHETIC = {
              "existence flips and profile facts as contradictions; announced updates, other "
              "people, hypotheticals, time-qualified, restatements, elaborations, questions and "
              "unrelated facts as hard negatives (restatements entailment, the rest not contradiction)",
+    "written": "Chat pairs written for agentmem (`agentmem/train/data/chat_clash_pairs_written"
+               ".jsonl`, DATA.md; Apache-2.0 like the package): one speaker's earlier and newer "
+               "sentence, contradictions that need meaning or world knowledge and hard negatives "
+               "(updates, other people, plans, elaborations, restatements), the newer side often a "
+               "question presupposing the fact; 10% held out by hash",
+    "sgd": "Consistent same-speaker pairs of Schema-Guided Dialogue **train** dialogues "
+           "(google-research-datasets/dstc8-schema-guided-dialogue @ e852981, files 044, 051, 059, "
+           "067; CC BY-SA 4.0, Rastogi et al. 2020), the pairs the clash cascade sends to NLI "
+           "(`agentmem/train/sgd_pairs.py`): an assistant offering other options, a user "
+           "thanking or declining, values of other entities",
+    "written-swap": "their swapped copies (every kind but announced updates)",
     "synth-perturbed": "Perturbed shippable sentences (`nli_synth.py`): DNLI `data.csv` hypotheses "
                        "(MIT) and SNLI dev `sentence2` (CC BY-SA 4.0) with an auxiliary negated "
                        "(contradiction) or the flipped sentence attributed to someone else, the "
@@ -40,8 +51,9 @@ def _data_lines(counts: dict[str, dict[str, int]]) -> str:
     fmt = lambda c: ", ".join(f"{k} {v}" for k, v in c.items()) or "none"  # noqa: E731
     for source, text in _SYNTHETIC.items():
         if counts.get(source):
-            lines.append(f"  - {text}: {sum(counts[source].values())} pairs ({fmt(counts[source])}); "
-                         "not swapped")
+            suffix = "" if source.startswith("written") else "; not swapped"
+            lines.append(f"  - {text}: {sum(counts[source].values())} pairs "
+                         f"({fmt(counts[source])}){suffix}")
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ ANLI is CC BY-NC: it is read only by ``held_out_sets`` and never enters training
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import random
 from collections import Counter
@@ -20,7 +21,11 @@ from pathlib import Path
 
 LABEL_IDS = {"contradiction": 0, "entailment": 1, "neutral": 2}
 CONTRADICTION: frozenset[int] = frozenset({0})
+ENTAILMENT: frozenset[int] = frozenset({1})
 NOT_CONTRADICTION: frozenset[int] = frozenset({1, 2})
+WRITTEN_PAIRS = Path(__file__).parent / "data" / "chat_clash_pairs_written.jsonl"
+WRITTEN_HELD_OUT_PERCENT = 10  # of the written pairs, by a hash of the pair: never trained on
+ORDERED_KINDS = frozenset({"update"})  # consistent in one order only: never swapped
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,41 @@ def read_anli(path: Path) -> list[Example]:
             for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
 
 
+def read_written(path: Path, *, held_out: bool = False, kinds: frozenset[str] | None = None,
+                 source: str = "written") -> list[Example]:
+    """Chat pairs written for agentmem (``chat_clash_pairs_written.jsonl``, DATA.md): one
+    speaker's earlier and newer sentence, "contradiction" or "consistent", with a kind.
+
+    Contradictions here mostly need meaning or world knowledge ("we live in Oslo" / "here in
+    Denmark..."), and about 40% of the newer sentences are questions that presuppose the fact,
+    which the template pairs of ``nli_synth`` do not teach. A restatement is entailment; every
+    other consistent pair allows entailment or neutral. ``held_out`` returns the pairs kept out
+    of training (a fixed share by a hash of the pair) instead of the others; ``kinds`` keeps
+    only pairs of those kinds.
+    """
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        pair = f"{record['older']}\t{record['newer']}"
+        bucket = int(hashlib.sha256(pair.encode()).hexdigest()[:8], 16) % 100
+        kind = record.get("kind", "")
+        if (bucket < WRITTEN_HELD_OUT_PERCENT) != held_out or (kinds is not None and kind not in kinds):
+            continue
+        allowed = (CONTRADICTION if record["label"] == "contradiction"
+                   else ENTAILMENT if kind == "restatement" else NOT_CONTRADICTION)
+        out.append(Example(record["older"], record["newer"], allowed, source))
+    return out
+
+
+def written_examples(path: Path, *, repeat: int = 1) -> list[Example]:
+    """The written pairs' training share ``repeat`` times, each time with a swapped copy of
+    every pair whose kind is not order-bound (an announced update is consistent one way only)."""
+    kinds = frozenset(json.loads(line).get("kind", "")
+                      for line in path.read_text(encoding="utf-8").splitlines())
+    both_ways = read_written(path, kinds=kinds - ORDERED_KINDS)
+    return (read_written(path) + swapped(both_ways)) * repeat
+
+
 def swapped(examples: list[Example]) -> list[Example]:
     """Hypothesis first: contradiction stays contradiction, anything else is not contradiction."""
     return [replace(e, premise=e.hypothesis, hypothesis=e.premise, source=e.source + "-swap",
@@ -96,13 +136,19 @@ def swapped(examples: list[Example]) -> list[Example]:
 
 def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float = 0.5,
                        dnli_max: int | None = None, limit: int | None = None,
-                       synthetic: int = 0) -> list[Example]:
+                       synthetic: int = 0, written: Path | None = None,
+                       written_repeat: int = 1, dialogue_pairs: Path | None = None,
+                       dialogue_max: int | None = None) -> list[Example]:
     """Shippable training pairs, plus a swapped copy of ``swap_fraction`` of them, shuffled.
 
     ``dnli_max`` caps the DNLI pairs (random sample): they are most of the data and the longest,
     so the cap is what fits a training run into a CPU budget. ``synthetic`` adds that many
     generated chat pairs (``nli_synth``, seeded with ``seed``); they are not swapped, because
     their negatives include announced updates, which are only consistent in one order.
+    ``written`` adds the written chat pairs (``read_written``, training share) ``written_repeat``
+    times, each time with a swapped copy of every pair whose kind is not order-bound.
+    ``dialogue_pairs`` adds consistent pairs of real task dialogues in the same format (a
+    random ``dialogue_max`` of their training share; see ``sgd_pairs``).
     """
     nli = data_dir / "nli"
     rng = random.Random(seed)
@@ -119,6 +165,13 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
         from agentmem.train.nli_synth import synthetic_examples
 
         examples += synthetic_examples(synthetic, seed=seed, data_dir=data_dir)
+    if written is not None:
+        examples += written_examples(written, repeat=written_repeat)
+    if dialogue_pairs is not None:
+        pairs = read_written(dialogue_pairs, source="sgd")
+        if dialogue_max is not None and dialogue_max < len(pairs):
+            pairs = rng.sample(pairs, dialogue_max)
+        examples += pairs
     rng.shuffle(examples)
     return examples[:limit]
 
@@ -126,11 +179,13 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
 SYNTHETIC_HELD_OUT_SEED = 9001
 
 
-def held_out_sets(data_dir: Path, synthetic: int = 0) -> dict[str, list[Example]]:
+def held_out_sets(data_dir: Path, synthetic: int = 0,
+                  written: Path | None = None) -> dict[str, list[Example]]:
     """The sets metrics are reported on; none of them is trained on.
 
     ``synthetic`` adds that many generated chat pairs from a seed no training run uses (same
-    templates, other draws, so it checks fit to the synthetic task rather than generalisation).
+    templates, other draws, so it checks fit to the synthetic task rather than generalisation);
+    ``written`` the written pairs' held-out share (same writers, so the same caveat).
     """
     nli = data_dir / "nli"
     sets = {"dnli_test_3": read_dnli(nli / "dnli" / "test_3_data.csv", "dnli_test_3"),
@@ -141,6 +196,10 @@ def held_out_sets(data_dir: Path, synthetic: int = 0) -> dict[str, list[Example]
 
         sets["synthetic_chat (binary)"] = synthetic_examples(
             synthetic, seed=SYNTHETIC_HELD_OUT_SEED, data_dir=data_dir)
+    if written is not None:
+        sets["written_chat (held-out share, binary)"] = [
+            replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
+            for e in read_written(written, held_out=True)]
     return sets
 
 

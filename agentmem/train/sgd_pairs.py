@@ -1,0 +1,70 @@
+"""Consistent same-speaker pairs from task dialogues, for the NLI model's training.
+
+The clash cascade sends NLI the pairs its rules left: a statement and the most similar earlier
+statements of its speaker that share a word. In task dialogues nearly all of them are
+consistent (an assistant offering a second option, "It's on March 14th at 6 pm." / "It's
+March 9th at 6 pm."; a user thanking, then declining), and the model trained on contradiction
+pairs alone put many at 0.98+. This module builds exactly those pairs from Schema-Guided
+Dialogue **train** files, with the cascade's own candidate step, as "consistent" rows in the
+format of ``chat_clash_pairs_written.jsonl``:
+
+    python -m agentmem.train.sgd_pairs SGD_FOLDER OUT.jsonl [--files 044,051,059,067]
+
+Users of SGD do change their requests, but they announce it ("actually, make it 4"), which
+the cascade's update guards read before any pair reaches NLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+TRAIN_FILES = ("044", "051", "059", "067")
+
+
+async def _pairs(dialogues: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    from agentmem.ingest import chain_hashes
+    from agentmem.models.embedder import default_embedder
+    from agentmem.policy import load_policy, policy_from_dict
+    from agentmem.quarantine.clash import all_rule_clashes, candidate_pairs, undecided
+    from agentmem.quarantine.statements import statements_of
+    from agentmem.report import Report, StageRun
+    from agentmem.stages.base import StageContext
+    from agentmem.state import EngineState
+
+    settings = load_policy("default").quarantine
+    policy, state = policy_from_dict({"name": "sgd-pairs"}), EngineState(default_embedder())
+    out: dict[tuple[str, str], None] = {}
+    for dialogue in dialogues:
+        history = [{"role": "user" if turn["speaker"] == "USER" else "assistant",
+                    "content": turn["utterance"]} for turn in dialogue["turns"]]
+        context = StageContext(policy, "gpt-4o", history, state,
+                               Report(tenant="train", session_id="sgd", policy="train"),
+                               StageRun(stage="clash"), chains=chain_hashes(history))
+        corpus = await context.corpus(len(history))
+        statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
+        rows = list(range(statements.size))
+        rest = undecided(statements, rows, all_rule_clashes(statements, rows))
+        for older, newer in candidate_pairs(statements, rest, settings):
+            out[(statements.texts[older], statements.texts[newer])] = None
+    return list(out)
+
+
+def main(folder: Path = typer.Argument(..., exists=True, file_okay=False, help="SGD train folder."),
+         out: Path = typer.Argument(..., help="JSONL to write."),
+         files: str = typer.Option(",".join(TRAIN_FILES), help="dialogues_NNN.json numbers.")) -> None:
+    dialogues: list[dict[str, Any]] = []
+    for number in files.split(","):
+        dialogues += json.loads((folder / f"dialogues_{number.strip()}.json").read_text())
+    pairs = asyncio.run(_pairs(dialogues))
+    out.write_text("".join(json.dumps({"older": a, "newer": b, "label": "consistent", "kind": "sgd"})
+                           + "\n" for a, b in pairs))
+    typer.echo(f"{len(pairs)} pairs from {len(dialogues)} dialogues -> {out}")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,62 @@
+"""The written chat pairs for the NLI model: a fixed held-out share, and how they are trained
+(contradictions both ways, an announced update in its own order only, a restatement as
+entailment)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from agentmem.train.nli_data import (
+    CONTRADICTION,
+    ENTAILMENT,
+    NOT_CONTRADICTION,
+    WRITTEN_PAIRS,
+    read_written,
+    written_examples,
+)
+
+
+def test_the_shipped_file_is_balanced_and_distinct():
+    rows = [json.loads(line) for line in WRITTEN_PAIRS.read_text().splitlines()]
+    labels = Counter(r["label"] for r in rows)
+    assert set(labels) == {"contradiction", "consistent"} and len(rows) >= 4000
+    assert abs(labels["contradiction"] - labels["consistent"]) <= 0.02 * len(rows)
+    assert len({(r["older"], r["newer"]) for r in rows}) == len(rows)
+
+
+def test_the_held_out_share_is_fixed_and_never_trained():
+    train, held = read_written(WRITTEN_PAIRS), read_written(WRITTEN_PAIRS, held_out=True)
+    pairs = lambda examples: {(e.premise, e.hypothesis) for e in examples}  # noqa: E731
+    assert not pairs(train) & pairs(held)
+    assert 0.07 < len(held) / (len(train) + len(held)) < 0.13
+    assert pairs(read_written(WRITTEN_PAIRS, held_out=True)) == pairs(held)
+
+
+def _file(tmp_path: Path, rows: list[tuple[str, str, str, str]]) -> Path:
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps({"older": o, "newer": n, "label": label, "kind": kind}) + "\n"
+                            for o, n, label, kind in rows))
+    return path
+
+
+def test_labels_and_swaps(tmp_path: Path):
+    rows = [(f"I live in town {i}.", f"Here in village {i} it rains.", "contradiction", "location")
+            for i in range(30)]
+    rows += [(f"I live in city {i}.", f"We moved to city {i + 100} last month.", "consistent", "update")
+             for i in range(30)]
+    rows += [(f"I have {i} cats.", f"I've got {i} cats.", "consistent", "restatement") for i in range(30)]
+    path = _file(tmp_path, rows)
+    trained = read_written(path)
+    assert {e.allowed for e in trained if "moved" in e.hypothesis} == {NOT_CONTRADICTION}
+    assert {e.allowed for e in trained if "got" in e.hypothesis} == {ENTAILMENT}
+    assert {e.allowed for e in trained if "village" in e.hypothesis} == {CONTRADICTION}
+    examples = written_examples(path, repeat=2)
+    swapped = [e for e in examples if e.source == "written-swap"]
+    assert len(examples) == 2 * (len(trained) + len(swapped) // 2)
+    # an update is consistent only in its own order: never swapped
+    assert not [e for e in swapped if "moved" in e.premise]
+    assert {e.allowed for e in swapped if "village" in e.premise} == {CONTRADICTION}
+    # a swapped restatement is only "not contradiction"
+    assert {e.allowed for e in swapped if "got" in e.premise} == {NOT_CONTRADICTION}
