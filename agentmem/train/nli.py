@@ -195,8 +195,8 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     if held_out_synthetic is None:
         held_out_synthetic = 1000 if synthetic else 0
     metrics = {}
-    for name, rows in held_out_sets(data_dir, synthetic=held_out_synthetic,
-                                             written=written).items():
+    held_out = held_out_sets(data_dir, synthetic=held_out_synthetic, written=written)
+    for name, rows in held_out.items():
         binary = any(e.label is None for e in rows)
         metrics[name] = evaluate_binary(shipped, rows) if binary else evaluate(shipped, rows)
         log(f"{name}: {metrics[name]}")
