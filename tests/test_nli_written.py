@@ -13,7 +13,7 @@ from agentmem.train.nli_data import (
     ENTAILMENT,
     NOT_CONTRADICTION,
     WRITTEN_PAIRS,
-    read_written,
+    read_pairs,
     written_examples,
 )
 
@@ -27,11 +27,11 @@ def test_the_shipped_file_is_balanced_and_distinct():
 
 
 def test_the_held_out_share_is_fixed_and_never_trained():
-    train, held = read_written(WRITTEN_PAIRS), read_written(WRITTEN_PAIRS, held_out=True)
+    train, held = read_pairs(WRITTEN_PAIRS), read_pairs(WRITTEN_PAIRS, held_out=True)
     pairs = lambda examples: {(e.premise, e.hypothesis) for e in examples}  # noqa: E731
     assert not pairs(train) & pairs(held)
     assert 0.07 < len(held) / (len(train) + len(held)) < 0.13
-    assert pairs(read_written(WRITTEN_PAIRS, held_out=True)) == pairs(held)
+    assert pairs(read_pairs(WRITTEN_PAIRS, held_out=True)) == pairs(held)
 
 
 def _file(tmp_path: Path, rows: list[tuple[str, str, str, str]]) -> Path:
@@ -48,7 +48,7 @@ def test_labels_and_swaps(tmp_path: Path):
              for i in range(30)]
     rows += [(f"I have {i} cats.", f"I've got {i} cats.", "consistent", "restatement") for i in range(30)]
     path = _file(tmp_path, rows)
-    trained = read_written(path)
+    trained = read_pairs(path)
     assert {e.allowed for e in trained if "moved" in e.hypothesis} == {NOT_CONTRADICTION}
     assert {e.allowed for e in trained if "got" in e.hypothesis} == {ENTAILMENT}
     assert {e.allowed for e in trained if "village" in e.hypothesis} == {CONTRADICTION}

@@ -40,10 +40,34 @@ def _role(speaker: str, first: str) -> str:
     return "user" if speaker == first else "assistant"
 
 
+class DialogueReader:
+    """A dialogue's statements as the quarantine stage reads them (sentences, sources, vectors),
+    outside any session: one embedder and its caches for every dialogue read. Used by this
+    bench and by ``agentmem.train.sgd_pairs``."""
+
+    def __init__(self, settings: Any) -> None:
+        from agentmem.models.embedder import default_embedder
+        from agentmem.policy import policy_from_dict
+        from agentmem.state import EngineState
+
+        self.settings = settings
+        self.policy = policy_from_dict({"name": "dialogue-reader"})
+        self.state = EngineState(default_embedder())
+
+    async def statements(self, history: list[dict[str, Any]]) -> Any:
+        from agentmem.ingest import chain_hashes
+        from agentmem.quarantine.statements import statements_of
+        from agentmem.report import Report, StageRun
+        from agentmem.stages.base import StageContext
+
+        context = StageContext(self.policy, "gpt-4o", history, self.state,
+                               Report(tenant="bench", session_id="clash", policy="bench"),
+                               StageRun(stage="clash"), chains=chain_hashes(history))
+        corpus = await context.corpus(len(history))
+        return statements_of(corpus, history, len(history), self.settings.untrusted_tools)
+
+
 async def _outcomes(records: list[Any], settings: Any) -> list[Outcome]:
-    from agentmem.ingest import chain_hashes
-    from agentmem.models.embedder import default_embedder
-    from agentmem.policy import policy_from_dict
     from agentmem.quarantine.clash import (
         clash_sources,
         load_nli,
@@ -51,23 +75,14 @@ async def _outcomes(records: list[Any], settings: Any) -> list[Outcome]:
         rule_clashes,
         turn_rule_clashes,
     )
-    from agentmem.quarantine.statements import statements_of
-    from agentmem.report import Report, StageRun
-    from agentmem.stages.base import StageContext
-    from agentmem.state import EngineState
 
     nli = load_nli(settings)
-    policy = policy_from_dict({"name": "bench-clash"})
-    state = EngineState(default_embedder())
+    reader = DialogueReader(settings)
     out = []
     for record in records:
         first = record.turns[0].speaker
         history = [{"role": _role(t.speaker, first), "content": t.text} for t in record.turns]
-        context = StageContext(policy, "gpt-4o", history, state,
-                               Report(tenant="bench", session_id="clash", policy="bench"),
-                               StageRun(stage="clash"), chains=chain_hashes(history))
-        corpus = await context.corpus(len(history))
-        statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
+        statements = await reader.statements(history)
         if len({t.speaker for t in record.turns}) > 2:  # several people map to one role: pair
             statements.sources = [record.turns[int(p)].speaker for p in statements.position]
         last = len(history) - 1

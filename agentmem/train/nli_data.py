@@ -92,10 +92,11 @@ def read_anli(path: Path) -> list[Example]:
             for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
 
 
-def read_written(path: Path, *, held_out: bool = False, kinds: frozenset[str] | None = None,
+def read_pairs(path: Path, *, held_out: bool = False, kinds: frozenset[str] | None = None,
                  source: str = "written") -> list[Example]:
-    """Chat pairs written for agentmem (``chat_clash_pairs_written.jsonl``, DATA.md): one
-    speaker's earlier and newer sentence, "contradiction" or "consistent", with a kind.
+    """A pair file: one speaker's earlier and newer sentence, "contradiction" or "consistent",
+    with a kind; the written chat pairs (``chat_clash_pairs_written.jsonl``, DATA.md) or the
+    task-dialogue pairs of ``sgd_pairs`` (``source`` names them).
 
     Contradictions here mostly need meaning or world knowledge ("we live in Oslo" / "here in
     Denmark..."), and about 40% of the newer sentences are questions that presuppose the fact,
@@ -123,8 +124,8 @@ def written_examples(path: Path, *, repeat: int = 1) -> list[Example]:
     every pair whose kind is not order-bound (an announced update is consistent one way only)."""
     kinds = frozenset(json.loads(line).get("kind", "")
                       for line in path.read_text(encoding="utf-8").splitlines())
-    both_ways = read_written(path, kinds=kinds - ORDERED_KINDS)
-    return (read_written(path) + swapped(both_ways)) * repeat
+    both_ways = read_pairs(path, kinds=kinds - ORDERED_KINDS)
+    return (read_pairs(path) + swapped(both_ways)) * repeat
 
 
 def swapped(examples: list[Example]) -> list[Example]:
@@ -145,7 +146,7 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
     so the cap is what fits a training run into a CPU budget. ``synthetic`` adds that many
     generated chat pairs (``nli_synth``, seeded with ``seed``); they are not swapped, because
     their negatives include announced updates, which are only consistent in one order.
-    ``written`` adds the written chat pairs (``read_written``, training share) ``written_repeat``
+    ``written`` adds the written chat pairs (``read_pairs``, training share) ``written_repeat``
     times, each time with a swapped copy of every pair whose kind is not order-bound.
     ``dialogue_pairs`` adds consistent pairs of real task dialogues in the same format (a
     random ``dialogue_max`` of their training share; see ``sgd_pairs``).
@@ -168,7 +169,7 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
     if written is not None:
         examples += written_examples(written, repeat=written_repeat)
     if dialogue_pairs is not None:
-        pairs = read_written(dialogue_pairs, source="sgd")
+        pairs = read_pairs(dialogue_pairs, source="sgd")
         if dialogue_max is not None and dialogue_max < len(pairs):
             pairs = rng.sample(pairs, dialogue_max)
         examples += pairs
@@ -199,7 +200,7 @@ def held_out_sets(data_dir: Path, synthetic: int = 0,
     if written is not None:
         sets["written_chat (held-out share, binary)"] = [
             replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
-            for e in read_written(written, held_out=True)]
+            for e in read_pairs(written, held_out=True)]
     return sets
 
 

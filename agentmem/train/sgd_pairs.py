@@ -27,26 +27,17 @@ TRAIN_FILES = ("044", "051", "059", "067")
 
 
 async def _pairs(dialogues: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    from agentmem.ingest import chain_hashes
-    from agentmem.models.embedder import default_embedder
-    from agentmem.policy import load_policy, policy_from_dict
+    from agentmem.bench.clash import DialogueReader
+    from agentmem.policy import load_policy
     from agentmem.quarantine.clash import all_rule_clashes, candidate_pairs, undecided
-    from agentmem.quarantine.statements import statements_of
-    from agentmem.report import Report, StageRun
-    from agentmem.stages.base import StageContext
-    from agentmem.state import EngineState
 
     settings = load_policy("default").quarantine
-    policy, state = policy_from_dict({"name": "sgd-pairs"}), EngineState(default_embedder())
+    reader = DialogueReader(settings)
     out: dict[tuple[str, str], None] = {}
     for dialogue in dialogues:
-        history = [{"role": "user" if turn["speaker"] == "USER" else "assistant",
-                    "content": turn["utterance"]} for turn in dialogue["turns"]]
-        context = StageContext(policy, "gpt-4o", history, state,
-                               Report(tenant="train", session_id="sgd", policy="train"),
-                               StageRun(stage="clash"), chains=chain_hashes(history))
-        corpus = await context.corpus(len(history))
-        statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
+        statements = await reader.statements([
+            {"role": "user" if turn["speaker"] == "USER" else "assistant", "content": turn["utterance"]}
+            for turn in dialogue["turns"]])
         rows = list(range(statements.size))
         rest = undecided(statements, rows, all_rule_clashes(statements, rows))
         for older, newer in candidate_pairs(statements, rest, settings):
