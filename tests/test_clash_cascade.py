@@ -65,6 +65,19 @@ def test_nli_candidates_are_same_source_share_a_word_and_skip_questions():
     assert pairs == [(0, 2)]  # not the assistant's sentence, not the question
 
 
+def test_questions_that_speak_of_their_asker_reach_nli_when_asked():
+    """"Since we live in Denmark, which ...?" states, in passing, where the asker lives; "Is Oslo
+    cold?" and a question about others state nothing of the asker."""
+    statements = _statements([(0, "user", "We live in Oslo with our two kids."),
+                              (1, "user", "Since we live in Denmark, which traditions should the kids know?"),
+                              (2, "user", "Is Oslo cold?"),
+                              (3, "user", "Which traditions in Oslo should kids know about?")])
+    on = SETTINGS.model_copy(update={"nli_questions": True})
+    assert candidate_pairs(statements, [1, 2, 3], on) == [(0, 1)]
+    off = SETTINGS.model_copy(update={"nli_questions": False})
+    assert candidate_pairs(statements, [1, 2, 3], off) == []
+
+
 def test_a_persons_pairs_share_a_word_the_assistants_need_not():
     statements = _statements([(0, "user", "Cilantro is awful."),
                               (1, "assistant", "I have two cats at home."),

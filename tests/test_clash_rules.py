@@ -25,6 +25,9 @@ CLASHES = [
      "Great, since our anniversary is on March 19, should I book now?", "value", "when:anniversary"),
     ("My flight is at 6:15am on Thursday.", "Since my flight is at 9pm, can I still do a museum?", "value",
      "when:flight"),
+    ("My dentist appointment is on May 5th at 5 pm.", "My dentist appointment is on May 5th at 1 pm.",
+     "value", "when:dentist"),
+    ("We are a party of 6 for Saturday.", "We'll be 9 in total on Saturday.", "value", "party_size"),
     ("Hard budget of $800 for a new phone, not a cent more.",
      "Ok, I can go up to $1,500 for the phone, what's best?", "value", "budget"),
     ("I bought this blender three days ago and it already leaks.",
@@ -178,6 +181,18 @@ HARD_NEGATIVES = [
     ("Always sort the list by price.", "As I said, sort by price, cheapest first.", "recalled as given"),
     ("We're moving to Lyon in May.", "Once we're settled in Lyon, which school is best?", "same place"),
     ("I don't eat pork.", "I wrap the figs in bacon for my guests.", "for others"),
+    # an assistant's booking details: offers, read-backs, changes the user asked for, prices
+    ("Please confirm an appointment on May 13th at 4:15 pm.",
+     "I couldn't book it. Try an appointment on May 13th at 4 pm?", "offer after a failure"),
+    ("The check in date is June 1st and the check out date is June 6th.", "The check-out date is June 6th.",
+     "a range's other end"),
+    ("There's a concert at the Apollo at 8:30 pm on April 2nd.",
+     "There's a concert at the Roundhouse at 7 pm on April 7th.", "options offered"),
+    ("I need the appointment at 14:45 that day.", "No, I need the appointment at 2:30 in the afternoon.",
+     "changed on request"),
+    ("I have 7 cars that you will be interested in.", "I have 9 cars that you may like.", "search results"),
+    ("The rental comes to $52 in total.", "This one is $47 in total.", "prices, not people"),
+    ("For you, the event name is Jazz Night.", "The venue name is Blue Room.", "not the speaker's name"),
 ]
 
 
@@ -197,6 +212,15 @@ def test_each_clash_kind_fires(older: str, newer: str, kind: str, slot: str) -> 
                          ids=[h[2] + ":" + h[1][:30] for h in HARD_NEGATIVES])
 def test_hard_negatives_stay_silent(older: str, newer: str, why: str) -> None:
     assert rule_clash(older, newer) is None, (older, newer, rule_clash(older, newer))
+
+
+def test_a_read_back_for_confirmation_is_an_offer_not_a_statement() -> None:
+    """As the cascade reads people's and the assistant's text (no record comparison)."""
+    stated = ("Your appointment is at 10 am on June 9th.", "Your appointment is at 11:30 am on June 9th.")
+    assert rule_clash(*stated, records=False) is not None
+    read_back = ("Okay, you want an appointment on June 9th at 10 am.",
+                 "Okay, you want an appointment on June 9th at 11:30 am.")
+    assert rule_clash(*read_back, records=False) is None
 
 
 @pytest.mark.parametrize(("older", "newer"), [

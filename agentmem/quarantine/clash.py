@@ -29,7 +29,7 @@ import numpy as np
 from agentmem.models.runtime import pause_point
 from agentmem.quarantine.rules import RuleVerdict, rule_clash, rule_silent_ok
 from agentmem.quarantine.slots import announces_update, comparable, extract_facts
-from agentmem.quarantine.statements import TRUST_RANK, Statements, is_claim
+from agentmem.quarantine.statements import TRUST_RANK, Statements, is_claim, presupposes_about_self
 
 MAX_RULE_CANDIDATES = 400  # earlier statements of the source the rules look at, newest first
 # Pairs per NLI forward pass. A reply's ~10 pairs in one batch are padded to the longest: in
@@ -238,8 +238,11 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any) 
     for row in new_rows:
         pause_point()
         text = statements.texts[row]
-        if text.rstrip().endswith("?") or (not is_claim(text) and len(text.split()) < 3):
-            continue  # a question asserts nothing the rules did not already read from it
+        if text.rstrip().endswith("?"):
+            if not (settings.nli_questions and presupposes_about_self(text)):
+                continue  # a question asserts nothing the rules did not already read from it
+        elif not is_claim(text) and len(text.split()) < 3:
+            continue
         earlier = [i for i in _earlier_same_source(statements, row)
                    if not statements.texts[i].rstrip().endswith("?")]
         if not earlier:

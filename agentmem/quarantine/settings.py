@@ -41,6 +41,10 @@ class QuarantineSettings(BaseModel):
         "small model's false alarms concentrate there (feelings, thanks, encouragement); pairs "
         "about facts keep one reading. Only pairs that reach the decision threshold (or "
         "judge_threshold with a judge) are scored twice.")
+    nli_questions: bool = Field(
+        False, description="Questions that speak of their asker (first person, six words or "
+        "more: \"since we'll be in Denmark, what ...?\") reach the NLI model as the newer "
+        "side; off: questions are never NLI candidates.")
     clash_similarity: float = Field(
         0.2, ge=-1, le=1, description="Cosine above which two statements are about the same "
         "subject and worth an NLI check.")

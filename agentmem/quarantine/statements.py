@@ -137,6 +137,22 @@ def canonical_claim(text: str) -> str:
     return " ".join(terms(text))
 
 
+# The speaker's own situation, said inside a question ("since we'll be in Denmark, what ...?",
+# "I'll just tick 'no allergies', right?"): the clause a question presupposes about its asker.
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i'll|i've|i'd|my|me|mine|we|we're|we'll|we've|we'd|our|ours|us)\b",
+                           re.IGNORECASE)
+
+
+def presupposes_about_self(text: str) -> bool:
+    """A question of six words or more that speaks of its asker (first person): it may state,
+    in passing, something the asker said otherwise before. "do epipens survive heat?" does
+    not; "When I email Ridgeview, since that's the school we're zoned for, should I ask ...?"
+    does."""
+    stripped = text.strip()
+    return (stripped.endswith("?") and len(stripped.split()) >= 6
+            and _FIRST_PERSON.search(stripped.replace("\u2019", "'")) is not None)
+
+
 def is_claim(text: str) -> bool:
     """Assertions worth tracking: not questions, not greetings or one-word acknowledgements."""
     stripped = text.strip()

@@ -40,6 +40,11 @@ _PERMANENT_FAMILIES = frozenset({"origin", "alma_mater", "handedness"})
 _GENERIC_JOBS = frozenset({"student", "homemaker", "business", "working", "retired", "none", "childcare"})
 
 
+# A booking's details, which an assistant offers again changed when the user declines or the
+# booking fails (the offer is a proposal, see context._PROPOSAL).
+_BOOKING_FAMILIES = frozenset({"when", "party_size"})
+
+
 def _family(slot: str) -> str:
     return slot.split(":", 1)[0]
 
@@ -57,6 +62,11 @@ def _guard(older: Fact, newer: Fact) -> str:
             return "hypothetical"
     if "update" in newer.qualifiers:
         return "update announced"
+    if family in _BOOKING_FAMILIES:
+        if "proposal" in older.qualifiers | newer.qualifiers:
+            return "proposal"
+        if "rebooked" in newer.qualifiers:
+            return "changed on request"
     if "new" in newer.qualifiers and family in _EXISTENCE_FAMILIES | {"residence", "diet", "avoids"}:
         return "newly changed"
     if family in _STATE_FAMILIES and any("future" in f.qualifiers and "possessive" not in f.qualifiers
@@ -105,8 +115,13 @@ def relations(older: list[Fact], newer: list[Fact]) -> list[Relation]:
 def conflict(older: list[Fact], newer: list[Fact]) -> Conflict | None:
     """The most confident conflict between older and newer facts of one speaker, if any."""
     best: Relation | None = None
-    for relation in relations(older, newer):
-        if relation.status == "conflict" and (best is None or relation.score > best.score):
+    found = relations(older, newer)
+    # a date or time the older statement also names is a range's other end ("check in March 1st
+    # and check out March 7th" then "check-out is March 7th"), not a change
+    restated = {id(r.newer) for r in found if r.status == "consistent" and _family(r.newer.slot) == "when"}
+    for relation in found:
+        if relation.status == "conflict" and id(relation.newer) not in restated and (
+                best is None or relation.score > best.score):
             best = relation
     if best is None:
         return None

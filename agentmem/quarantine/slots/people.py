@@ -77,7 +77,9 @@ def _ages(ctx: _Ctx) -> list[Fact]:
 _NAME_STOP = frozenset("""fine good great ok okay well here back done sorry glad happy sure tired
 new single married so not the a an in at on just very really still also from into busy ready home sick
 excited""".split())
-_SELF_NAME = re.compile(r"\b(?:my name is|my name's|call me|i go by|the name is|name is) ([a-z][a-z'-]+)\b")
+# "the name is" / "name is" open a clause: "the event name is Cubs Vs Giants" names an event
+_SELF_NAME = re.compile(r"\b(?:my name is|my name's|call me|i go by|(?<![a-z] )the name is|(?<![a-z] )name is) "
+                        r"([a-z][a-z'-]+)\b")
 _GREETING_NAME = re.compile(r"\b(?:I am|I'm|Im) ([A-Z][a-z]+)\s*[.!,]?\s*$")
 _REL_NAME = re.compile(r"\b(?:my|our) (?:(only|older|younger|little|big|twin|eldest|oldest|youngest) )?(wife|"
                        r"husband|partner|brother|sister|son|daughter|boyfriend|girlfriend|fiance|fiancee|"

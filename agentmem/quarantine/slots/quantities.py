@@ -58,7 +58,10 @@ _BARE = re.compile(r"^(?:(?:about|around|roughly|maybe|like|just|only) )?" + _AM
                    + r" (?:([a-z][a-z-]+) )?([a-z][a-z-]+)\b")
 _AFTER_RATE = re.compile(r"^(?:,? )?(?:each|apiece|per|a (?:day|week|month|year|night|session|time)|every|"
                          r"an (?:hour|evening)|at a time|in total per|for you|for your|to (?:choose|pick|"
-                         r"show|offer)|available|that (?:match|fit|meet)|matching|left|remaining|in stock)\b")
+                         r"show|offer)|available|that (?:match|fit|meet)|matching|left|remaining|in stock|"
+                         # a search's results offered: "7 cars that you will like", "5 cars you might like"
+                         r"(?:that|which) you|you (?:might|may|will|would|could|can|should)|you'd|"
+                         r"are (?:ready|there|available|free))\b")
 _BEFORE_SHARE = re.compile(r"\b(?:another|more|extra|additional|first|last|next|top|every|each|per|"
                            r"out of|of the|only about)\s*$")
 _ODOMETER = re.compile(r"\b(?:my|our|the|it|this|that)\b(?: [\w-]+){0,3}? (?:has|is at|has got|with|"

@@ -104,6 +104,7 @@ _PARTY = re.compile(r"\b(" + NUM + r") (?:including me|of us|people total|people
                     r"miles))|\bthere (?:are|will be) (" + NUM + r") of us\b|\btable for (" + NUM + r")\b|"
                     r"\bfamily of ("
                     + NUM + r")\b")
+_CURRENCY = frozenset("$€£¥₹")
 _PARTY_CHANGE = re.compile(r"\b(?:more|extra|additional|joining|also coming|plus|another|dropped out|"
                            r"can not make it|cannot make it|now)\b")
 
@@ -111,6 +112,8 @@ _PARTY_CHANGE = re.compile(r"\b(?:more|extra|additional|joining|also coming|plus
 def _party(ctx: _Ctx) -> list[Fact]:
     out = []
     for match in _PARTY.finditer(ctx.text):
+        if ctx.text[max(0, match.start() - 1):match.start()] in _CURRENCY:
+            continue  # "$48 in total" is a price, not 48 people
         count = parse_number(next(g for g in match.groups() if g))
         if count and count >= 2 and not _PARTY_CHANGE.search(ctx.text):
             out.append(ctx.fact("party_size", str(count), match.end(), strength=0.85))
