@@ -135,14 +135,16 @@ def test_nli_scores_each_distinct_pair_once_and_no_word_for_word_repeat():
 
 def test_chit_chat_must_read_as_a_contradiction_both_ways():
     """The small model calls chit-chat that shares a word a contradiction one way ("Thanks,
-    Mel!" then "No worries, Mel!": 0.995) but not the other (0.865). A pair with no typed fact
-    on either side is read again swapped and keeps the lower score; a pair about facts keeps
-    its one reading; only pairs confident enough to decide are read again (the real shipped
-    model, its calls recorded); with nli_both_ways off the forward score decides alone."""
+    Mel!" then "No worries, Mel!": 0.88 with the shipped model, at a threshold of 0.85 here) but
+    not the other (0.05). A pair with no typed fact on either side is read again swapped and
+    keeps the lower score; a pair about facts keeps its one reading; only pairs confident enough
+    to decide are read again (the real shipped model, its calls recorded); with nli_both_ways
+    off the forward score decides alone."""
     from agentmem.models.nli import cached_nli
     from agentmem.quarantine.slots import extract_facts
 
     model, asked = cached_nli(), []
+    settings = SETTINGS.model_copy(update={"contradiction_threshold": 0.85})
 
     class Recording:
         def contradiction(self, pairs, batch_size=32):
@@ -154,18 +156,18 @@ def test_chit_chat_must_read_as_a_contradiction_both_ways():
                               (4, "user", "I love dogs."), (5, "user", "My dog is called Rex.")])
     assert extract_facts("I live in Berlin.") and not extract_facts("No worries, Mel!")
     scored = {(c.older, c.newer): c.probability
-              for c in nli_candidates(statements, [1, 3, 5], Recording(), SETTINGS)}
+              for c in nli_candidates(statements, [1, 3, 5], Recording(), settings)}
     forward = dict(zip(asked[0], model.contradiction(asked[0])))
-    threshold = SETTINGS.contradiction_threshold
+    threshold = settings.contradiction_threshold
     assert forward[("Thanks, Mel!", "No worries, Mel!")] >= threshold
     assert forward[("I live in Paris.", "I live in Berlin.")] >= threshold
     assert asked[1] == [("No worries, Mel!", "Thanks, Mel!")]  # facts and low scores: once
     assert scored[(0, 1)] < threshold  # the lower reading
     assert scored[(2, 3)] == forward[("I live in Paris.", "I live in Berlin.")]
     assert [(c.older, c.newer) for c in settle([], [Candidate(a, b, p) for (a, b), p in scored.items()],
-                                                SETTINGS)] == [(2, 3)]
+                                                settings)] == [(2, 3)]
 
-    one_way = SETTINGS.model_copy(update={"nli_both_ways": False})
+    one_way = settings.model_copy(update={"nli_both_ways": False})
     asked.clear()
     scored = {(c.older, c.newer): c.probability
               for c in nli_candidates(statements, [1, 3, 5], Recording(), one_way)}

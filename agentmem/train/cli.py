@@ -148,6 +148,50 @@ def calibrate(checkpoint: Path = typer.Option(Path("agentmem/models/checkpoints/
     typer.echo(json.dumps(result, indent=2))
 
 
+@train_app.command("average-nli")
+def average_nli(first: Path = typer.Argument(..., exists=True, file_okay=False,
+                                             help="NLI checkpoint the second was trained from."),
+                second: Path = typer.Argument(..., exists=True, file_okay=False,
+                                              help="NLI checkpoint written by `agentmem train nli`."),
+                out: Path = typer.Option(..., help="Checkpoint folder to write."),
+                weight: float = typer.Option(0.5, min=0.0, max=1.0, help="Weight of the second "
+                                             "checkpoint (the first gets 1 - weight)."),
+                data: Path = typer.Option(DEFAULT_DATA, exists=True, file_okay=False,
+                                          help="The shared data folder (nli/), for the card's metrics."),
+                notes: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
+                                                     help="Markdown file added to the card's Notes.")):
+    """Average two NLI checkpoints' weights (a model soup: the continued model's new skills with
+    what it forgot of the old) and write the card: the second's training, this step, and the
+    averaged model's held-out metrics."""
+    import json
+
+    from agentmem.models.nli import NLIModel
+    from agentmem.train.average import average_checkpoints
+    from agentmem.train.nli import evaluate, evaluate_binary
+    from agentmem.train.nli_card import write_nli_card
+    from agentmem.train.nli_data import held_out_sets
+
+    command = "agentmem train average-nli " + " ".join(shlex.quote(a) for a in sys.argv[3:])
+    card = json.loads((second / "training.json").read_text())
+    card["averaged"] = average_checkpoints(first, second, out, weight)
+    card["averaged"]["command"] = command.strip()
+    model = NLIModel.load(str(out), max_length=card["max_length"])
+    written = Path(card["written"]) if card.get("written") else None
+    sets = held_out_sets(data, synthetic=1000 if card.get("synthetic") else 0, written=written)
+    card["metrics"] = {name: evaluate_binary(model, rows) if any(e.label is None for e in rows)
+                       else evaluate(model, rows) for name, rows in sets.items()}
+    (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")
+    averaged = card["averaged"]
+    text = (f"- Averaged weights (a model soup): `{command.strip()}` wrote {1 - weight:g} x the "
+            f"first checkpoint (`{first}`, model.safetensors sha256 {averaged['first_sha256'][:16]}..., "
+            f"the one the command above started from) + {weight:g} x the second (`{second}`, "
+            f"sha256 {averaged['second_sha256'][:16]}..., written by the command above); the "
+            "metrics are the averaged model's.")
+    write_nli_card(out, card, card["command"], text + ("\n" + notes.read_text() if notes else ""))
+    summary = ", ".join(f"{name} acc {m['accuracy']:.3f}" for name, m in card["metrics"].items())
+    typer.echo(f"wrote {out} ({summary})")
+
+
 @train_app.command()
 def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                                  help="Checkpoint folder to write."),

@@ -26,12 +26,14 @@ import typer
 TRAIN_FILES = ("044", "051", "059", "067")
 
 
-async def _pairs(dialogues: list[dict[str, Any]]) -> list[tuple[str, str]]:
+async def _pairs(dialogues: list[dict[str, Any]], questions: bool = False) -> list[tuple[str, str]]:
     from agentmem.bench.clash import DialogueReader
     from agentmem.policy import load_policy
     from agentmem.quarantine.clash import all_rule_clashes, candidate_pairs, undecided
 
-    settings = load_policy("default").quarantine
+    # the candidate step as it was when the shipped model's pairs were built (stop 52): questions
+    # became candidates at stop 53, so they are asked for (--questions) rather than implied
+    settings = load_policy("default").quarantine.model_copy(update={"nli_questions": questions})
     reader = DialogueReader(settings)
     out: dict[tuple[str, str], None] = {}
     for dialogue in dialogues:
@@ -47,11 +49,13 @@ async def _pairs(dialogues: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 def main(folder: Path = typer.Argument(..., exists=True, file_okay=False, help="SGD train folder."),
          out: Path = typer.Argument(..., help="JSONL to write."),
-         files: str = typer.Option(",".join(TRAIN_FILES), help="dialogues_NNN.json numbers.")) -> None:
+         files: str = typer.Option(",".join(TRAIN_FILES), help="dialogues_NNN.json numbers."),
+         questions: bool = typer.Option(False, help="Also the questions that speak of their asker "
+                                        "(the cascade's candidates since stop 53).")) -> None:
     dialogues: list[dict[str, Any]] = []
     for number in files.split(","):
         dialogues += json.loads((folder / f"dialogues_{number.strip()}.json").read_text())
-    pairs = asyncio.run(_pairs(dialogues))
+    pairs = asyncio.run(_pairs(dialogues, questions))
     out.write_text("".join(json.dumps({"older": a, "newer": b, "label": "consistent", "kind": "sgd"})
                            + "\n" for a, b in pairs))
     typer.echo(f"{len(pairs)} pairs from {len(dialogues)} dialogues -> {out}")
