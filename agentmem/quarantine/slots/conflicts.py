@@ -40,8 +40,8 @@ _PERMANENT_FAMILIES = frozenset({"origin", "alma_mater", "handedness"})
 _GENERIC_JOBS = frozenset({"student", "homemaker", "business", "working", "retired", "none", "childcare"})
 
 
-# A booking's details, which an assistant offers again changed when the user declines or the
-# booking fails (the offer is a proposal, see context._PROPOSAL).
+# A booking's details: an assistant offers them again, changed, when the user declines or the
+# booking fails (an offer is a "proposal", a change on purpose "rebooked": slots/context.py).
 _BOOKING_FAMILIES = frozenset({"when", "party_size"})
 
 
@@ -118,9 +118,10 @@ def conflict(older: list[Fact], newer: list[Fact]) -> Conflict | None:
     found = relations(older, newer)
     # a date or time the older statement also names is a range's other end ("check in March 1st
     # and check out March 7th" then "check-out is March 7th"), not a change
-    restated = {id(r.newer) for r in found if r.status == "consistent" and _family(r.newer.slot) == "when"}
+    restated = {(r.newer.slot, r.newer.value) for r in found
+                if r.status == "consistent" and _family(r.newer.slot) == "when"}
     for relation in found:
-        if relation.status == "conflict" and id(relation.newer) not in restated and (
+        if relation.status == "conflict" and (relation.newer.slot, relation.newer.value) not in restated and (
                 best is None or relation.score > best.score):
             best = relation
     if best is None:

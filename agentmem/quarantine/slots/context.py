@@ -16,6 +16,27 @@ from agentmem.quarantine.slots.qualifiers import (
 )
 
 
+# A booking's details put to the other side for a yes or no ("Please confirm an appointment on
+# March 13th at 6:15 pm.", "..., is that correct?", a read-back "Okay, you want an appointment
+# on March 2nd at 12 pm.") or offered among others: an offer, which the next offer replaces when
+# the first is declined or fails, not a statement of the speaker's own facts.
+_PROPOSAL = re.compile(
+    r"\b(?:please confirm|(?:can|could) you confirm|confirm (?:that|the following)|let's confirm|"
+    r"confirm(?:ation)? (?:the )?(?:following )?(?:details|specifics)|verify the following|"
+    r"review the following|is (?:that|this) (?:correct|right|ok|okay)|does (?:that|this) (?:work|sound)|"
+    r"shall i (?:book|reserve|make)|would you like (?:me )?to (?:book|reserve)|"
+    r"you(?: would|'d)? (?:want|like) (?:a|an|the|to)|you (?:need|want) (?:me )?to book|"
+    r"you(?:'re| are) booking)\b|"
+    # an option offered ("There's a concert at ... on March 2nd.", "I found a flight ... at 7:05
+    # am.", "They have a flight leaving at 3:05 pm", "Try 6 pm?") or a verbless read-back
+    # ("An appointment at Happy Cuts at 2:15 pm on March 3rd.")
+    r"^\W*(?:(?:okay|ok|sure|alright),? )?(?:try|how about|what about|there's|there is|i found|"
+    r"i've found|i have found|they have|(?:an?|the) (?:appointment|reservation|booking|table) (?:at|for|"
+    r"on|with))\b", re.IGNORECASE)
+# A booking's detail changed on purpose ("Make it quarter past 6 instead.", "No, I need it at 1:30.")
+_REBOOKED = re.compile(r"\binstead\b|^\W*no,? (?:i|we) (?:need|want|meant|said)\b", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class _Ctx:
     text: str
@@ -45,25 +66,6 @@ class _Ctx:
         return Fact(slot, value, polarity, subject, frozenset(quals), self.text, strength)
 
 
-# A booking's details put to the other side for a yes or no ("Please confirm an appointment on
-# March 13th at 6:15 pm.", "..., is that correct?", a read-back "Okay, you want an appointment
-# on March 2nd at 12 pm.") or offered among others: an offer, which the next offer replaces when
-# the first is declined or fails, not a statement of the speaker's own facts.
-_PROPOSAL = re.compile(
-    r"\b(?:please confirm|(?:can|could) you confirm|confirm (?:that|the following)|let's confirm|"
-    r"confirm(?:ation)? (?:the )?(?:following )?(?:details|specifics)|verify the following|"
-    r"review the following|is (?:that|this) (?:correct|right|ok|okay)|does (?:that|this) (?:work|sound)|"
-    r"shall i (?:book|reserve|make)|would you like (?:me )?to (?:book|reserve)|"
-    r"you(?: would|'d)? (?:want|like) (?:a|an|the|to)|you (?:need|want) (?:me )?to book|"
-    r"you(?:'re| are) booking)\b|"
-    # an option offered ("There's a concert at ... on March 2nd.", "I found a flight ... at 7:05
-    # am.", "They have a flight leaving at 3:05 pm", "Try 6 pm?") or a verbless read-back
-    # ("An appointment at Happy Cuts at 2:15 pm on March 3rd.")
-    r"^\W*(?:(?:okay|ok|sure|alright),? )?(?:try|how about|what about|there's|there is|i found|"
-    r"i've found|i have found|they have|(?:an?|the) (?:appointment|reservation|booking|table) (?:at|for|"
-    r"on|with))\b", re.IGNORECASE)
-# A booking's detail changed on purpose ("Make it quarter past 6 instead.", "No, I need it at 1:30.")
-_REBOOKED = re.compile(r"\binstead\b|^\W*no,? (?:i|we) (?:need|want|meant|said)\b", re.IGNORECASE)
 _TAIL_QUALIFIERS = frozenset({"past", "bounded", "occasion", "habitual", "lifetime"})
 _TAIL_STOP = re.compile(r"[,;]|\b(?:and|but|so|because|although|though|while|which|who|whereas)\b")
 
