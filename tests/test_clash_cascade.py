@@ -78,6 +78,20 @@ def test_questions_that_speak_of_their_asker_reach_nli_when_asked():
     assert candidate_pairs(statements, [1, 2, 3], off) == []
 
 
+def test_an_assistant_repeating_its_tools_is_not_compared_with_itself():
+    """Two answers copied from search results are the results compared (tools are compared only
+    with clash_tools); an answer in the assistant's own words still is."""
+    statements = _statements([
+        (0, "tool:search", "Kublai moved the capital to Khanbaliq in 1264."),
+        (0, "tool:search", "Kaidu refused to submit to Kublai."),
+        (1, "assistant", "Kublai moved the capital to Khanbaliq in 1264."),
+        (2, "assistant", "Kaidu refused to submit to Kublai."),
+        (3, "assistant", "Kublai never moved his capital.")])
+    assert candidate_pairs(statements, [3, 4], SETTINGS) == [(2, 4), (3, 4)]  # not (2, 3)
+    compared = SETTINGS.model_copy(update={"clash_tools": True})
+    assert candidate_pairs(statements, [3], compared) == [(2, 3)]
+
+
 def test_a_persons_pairs_share_a_word_the_assistants_need_not():
     statements = _statements([(0, "user", "Cilantro is awful."),
                               (1, "assistant", "I have two cats at home."),
