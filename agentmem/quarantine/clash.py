@@ -229,13 +229,15 @@ def _holding(statements: Statements, rows: list[int], evidence: str) -> int:
     return next((r for r in rows if needle and needle in statements.texts[r].lower()), rows[0])
 
 
-def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any) -> list[tuple[int, int]]:
+def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any,
+                    relays: _Relays | None = None) -> list[tuple[int, int]]:
     """Step 2's pairs: (older, newer), same source, similar enough, sharing a content word
     (``nli_shared_terms``: "I hate cilantro" and "I love parsley" are about different things,
     which a small NLI model does not see), most similar first; pairs a rule guard already
     explained are left out."""
     pairs = []
-    relays = _Relays(statements) if not settings.clash_tools else None
+    if relays is None and not settings.clash_tools:
+        relays = _Relays(statements)
     for row in new_rows:
         pause_point()
         text = statements.texts[row]
@@ -299,10 +301,11 @@ def nli_candidates(statements: Statements, new_rows: list[int], nli: Any, settin
         pairs = candidate_pairs(statements, new_rows, settings)
     else:  # newest first, and no pair built past the limit (building them is not free either)
         pairs = []
+        relays = None if settings.clash_tools else _Relays(statements)  # tools read once for all rows
         for row in sorted(new_rows, reverse=True):
             if len(pairs) >= limit:
                 break
-            pairs += candidate_pairs(statements, [row], settings)
+            pairs += candidate_pairs(statements, [row], settings, relays)
         pairs = pairs[:limit]
     if not pairs:
         return []
