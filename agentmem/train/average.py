@@ -10,21 +10,14 @@ usually trained from the first), so every tensor has a partner of the same shape
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 from typing import Any
 
+from agentmem.models.export_onnx import sha256_of
+
 WEIGHTS = "model.safetensors"
 REGENERATED = frozenset({WEIGHTS, "MODEL_CARD.md", "training.json", "model.onnx", "onnx.json"})
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def average_checkpoints(first: Path, second: Path, out: Path, weight: float) -> dict[str, Any]:
@@ -46,6 +39,6 @@ def average_checkpoints(first: Path, second: Path, out: Path, weight: float) -> 
         if path.is_file() and path.name not in REGENERATED:
             shutil.copy2(path, out / path.name)
     save_file(averaged, str(out / WEIGHTS), metadata={"format": "pt"})
-    return {"first": str(first), "first_sha256": file_sha256(first / WEIGHTS),
-            "second": str(second), "second_sha256": file_sha256(second / WEIGHTS),
+    return {"first": str(first), "first_sha256": sha256_of(first / WEIGHTS),
+            "second": str(second), "second_sha256": sha256_of(second / WEIGHTS),
             "weight_of_second": weight}

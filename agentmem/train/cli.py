@@ -167,9 +167,8 @@ def average_nli(first: Path = typer.Argument(..., exists=True, file_okay=False,
 
     from agentmem.models.nli import NLIModel
     from agentmem.train.average import average_checkpoints
-    from agentmem.train.nli import evaluate, evaluate_binary
+    from agentmem.train.nli import held_out_metrics
     from agentmem.train.nli_card import write_nli_card
-    from agentmem.train.nli_data import held_out_sets
 
     command = "agentmem train average-nli " + " ".join(shlex.quote(a) for a in sys.argv[3:])
     card = json.loads((second / "training.json").read_text())
@@ -177,9 +176,8 @@ def average_nli(first: Path = typer.Argument(..., exists=True, file_okay=False,
     card["averaged"]["command"] = command.strip()
     model = NLIModel.load(str(out), max_length=card["max_length"])
     written = Path(card["written"]) if card.get("written") else None
-    sets = held_out_sets(data, synthetic=1000 if card.get("synthetic") else 0, written=written)
-    card["metrics"] = {name: evaluate_binary(model, rows) if any(e.label is None for e in rows)
-                       else evaluate(model, rows) for name, rows in sets.items()}
+    card["metrics"] = held_out_metrics(model, data, synthetic=1000 if card.get("synthetic") else 0,
+                                       written=written)
     (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")
     averaged = card["averaged"]
     text = (f"- Averaged weights (a model soup): `{command.strip()}` wrote {1 - weight:g} x the "

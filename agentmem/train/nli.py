@@ -105,6 +105,19 @@ def evaluate_binary(model: NLIModel, examples: list[Example]) -> dict[str, float
             "contradiction_recall": round(recall, 4), "contradiction_f1": round(f1, 4)}
 
 
+def held_out_metrics(model: NLIModel, data_dir: Path, *, synthetic: int = 0,
+                     written: Path | None = None,
+                     log: Callable[[str], Any] = lambda line: None) -> dict[str, dict[str, float]]:
+    """The model's metrics on every held-out set (``held_out_sets``): 3-way sets by label,
+    binary ones (contradiction or not) by ``evaluate_binary``."""
+    metrics = {}
+    for name, rows in held_out_sets(data_dir, synthetic=synthetic, written=written).items():
+        binary = any(e.label is None for e in rows)
+        metrics[name] = evaluate_binary(model, rows) if binary else evaluate(model, rows)
+        log(f"{name}: {metrics[name]}")
+    return metrics
+
+
 def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int = 2,
               batch_size: int = 32, lr: float = 5e-5, max_length: int = 128, seed: int = 13,
               swap_fraction: float = 0.5, dnli_max: int | None = None,
@@ -194,12 +207,8 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     shipped = NLIModel.load(str(out), max_length=max_length)
     if held_out_synthetic is None:
         held_out_synthetic = 1000 if synthetic else 0
-    metrics = {}
-    held_out = held_out_sets(data_dir, synthetic=held_out_synthetic, written=written)
-    for name, rows in held_out.items():
-        binary = any(e.label is None for e in rows)
-        metrics[name] = evaluate_binary(shipped, rows) if binary else evaluate(shipped, rows)
-        log(f"{name}: {metrics[name]}")
+    metrics = held_out_metrics(shipped, data_dir, synthetic=held_out_synthetic, written=written,
+                               log=log)
     card = {"base": BASE_NAME, "init": init, "examples": len(encoded), "counts": describe(examples),
             "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
             "swap_fraction": swap_fraction, "dnli_max": dnli_max, "synthetic": synthetic,
