@@ -87,9 +87,42 @@ def test_an_assistant_repeating_its_tools_is_not_compared_with_itself():
         (1, "assistant", "Kublai moved the capital to Khanbaliq in 1264."),
         (2, "assistant", "Kaidu refused to submit to Kublai."),
         (3, "assistant", "Kublai never moved his capital.")])
-    assert candidate_pairs(statements, [3, 4], SETTINGS) == [(2, 4), (3, 4)]  # not (2, 3)
-    compared = SETTINGS.model_copy(update={"clash_tools": True})
+    every = SETTINGS.model_copy(update={"nli_assistant_pairs": "all"})
+    assert candidate_pairs(statements, [3, 4], every) == [(2, 4), (3, 4)]  # not (2, 3)
+    compared = every.model_copy(update={"clash_tools": True})
     assert candidate_pairs(statements, [3], compared) == [(2, 3)]
+
+
+def test_a_task_assistant_is_compared_with_itself_only_about_itself():
+    """With a tool (or a system prompt) in the session the assistant restates its sources in
+    other words ("2 refills left" / "Two refills remain"), which the small model reads as
+    contradicting; its pairs reach NLI only when both speak of the assistant itself, a
+    persona's facts. With no tool and no system prompt (a chat, DECODE's layout) every pair
+    does, as before; ``nli_assistant_pairs: all`` compares them in a task session too."""
+    rows = [(1, "assistant", "Your prescription has 2 refills left, 30 tablets each."),
+            (2, "assistant", "Two refills remain on the current prescription."),
+            (3, "assistant", "I have two cats at home."),
+            (4, "assistant", "No pets live with me.")]
+    for authority in [(0, "tool:get_prescription", "refills_remaining: 2 | tablets: 30"),
+                      (0, "system", "You are the pharmacy's assistant.")]:
+        task = _statements([authority, *rows])
+        assert candidate_pairs(task, [2, 3, 4], SETTINGS) == [(3, 4)]
+        every = SETTINGS.model_copy(update={"nli_assistant_pairs": "all"})
+        assert candidate_pairs(task, [2, 3, 4], every) == [(1, 2), (1, 3), (2, 3), (1, 4), (2, 4), (3, 4)]
+    chat = _statements([(0, "user", "How are you?"), *rows])
+    assert candidate_pairs(chat, [2, 3, 4], SETTINGS) == [(1, 2), (1, 3), (2, 3), (1, 4), (2, 4), (3, 4)]
+
+
+def test_a_counter_is_not_a_contradiction():
+    """Two statements that are the same words but for their numbers ("[harness] Turn 1412."
+    then "... Turn 1440.") are a counter or a status line; NLI read them as contradicting
+    (0.98 with the shipped model). A number that states a fact goes through the rules."""
+    statements = _statements([(0, "user", "[harness] Turn 1412."), (1, "user", "[harness] Turn 1440."),
+                              (2, "user", "I am 30 and live in Oslo."),
+                              (3, "user", "I am 41 and live in Oslo.")])
+    assert candidate_pairs(statements, [1], SETTINGS) == []
+    [clash] = all_rule_clashes(statements, [3])
+    assert (clash.older, clash.newer) == (2, 3)
 
 
 def test_a_persons_pairs_share_a_word_the_assistants_need_not():

@@ -359,7 +359,7 @@ async def test_group_chat_statements_clash_only_with_their_own_speakers() -> Non
     from agentmem.quarantine.statements import Statements, statements_of
     from tests.test_recall import _context
 
-    texts = ["I am 30 years old.", "I am 41 years old."]
+    texts = ["I am 30 years old.", "I am 41 years old, actually."]
     vectors = default_embedder().encode(texts)
 
     def said_by(*speakers: str) -> Statements:

@@ -413,6 +413,26 @@ def test_a_persona_describes_itself_but_not_the_users_world(encode):
     assert not any("cello" in text for texts in found.values() for text in texts)
 
 
+def test_an_organisations_assistant_states_its_terms_when_it_says_our(encode):
+    """Under a system prompt the assistant speaks for the organisation the prompt describes:
+    "all our host families live within a 20-minute walk", said three times and stated
+    nowhere in the prompt, is a claim about the school's terms. Between people with no system
+    prompt, "our" is the speaker's own life and no claim."""
+    turns = [
+        asked("I'd like a homestay for six weeks. What are the families like?"),
+        said("All our host families live within a 20-minute walk of the school."),
+        asked("Great, and the rooms?"),
+        said("Single rooms, half board, and our host families are all within a 20-minute walk."),
+        asked("Book it please."),
+        said("Booked: six weeks of homestay, and remember all our host families are a 20-minute walk away."),
+        asked("Thanks!"),
+    ]
+    prompt = system("You are the enquiries assistant for Casa Lingua, a Spanish school. Course facts: "
+                    "20 lessons a week, at most 8 students per class. Homestay: single room, half board.")
+    assert {2, 4, 6} <= set(flagged([prompt, *turns], encode))
+    assert flagged(turns, encode) == {}
+
+
 def test_with_a_tool_in_the_session_the_agents_own_state_needs_support(encode):
     inventory = {"iron_ingot": 8, "coal": 14}
     messages = [

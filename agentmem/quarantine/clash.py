@@ -20,6 +20,7 @@ facts get updated), or the more trusted source wins, or both stay with a short f
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -29,7 +30,8 @@ import numpy as np
 from agentmem.models.runtime import pause_point
 from agentmem.quarantine.rules import RuleVerdict, rule_clash, rule_silent_ok
 from agentmem.quarantine.slots import announces_update, comparable, extract_facts
-from agentmem.quarantine.statements import TRUST_RANK, Statements, is_claim, presupposes_about_self
+from agentmem.quarantine.statements import (TRUST_RANK, Statements, is_claim, presupposes_about_self,
+                                            speaks_of_self)
 
 MAX_RULE_CANDIDATES = 400  # earlier statements of the source the rules look at, newest first
 # Pairs per NLI forward pass. A reply's ~10 pairs in one batch are padded to the longest: in
@@ -230,14 +232,14 @@ def _holding(statements: Statements, rows: list[int], evidence: str) -> int:
 
 
 def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any,
-                    relays: _Relays | None = None) -> list[tuple[int, int]]:
+                    pair_filter: _PairFilter | None = None) -> list[tuple[int, int]]:
     """Step 2's pairs: (older, newer), same source, similar enough, sharing a content word
     (``nli_shared_terms``: "I hate cilantro" and "I love parsley" are about different things,
     which a small NLI model does not see), most similar first; pairs a rule guard already
     explained are left out."""
     pairs = []
-    if relays is None and not settings.clash_tools:
-        relays = _Relays(statements)
+    if pair_filter is None:
+        pair_filter = _PairFilter(statements, settings)
     for row in new_rows:
         pause_point()
         text = statements.texts[row]
@@ -257,40 +259,80 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any,
                         if statements.sources[row] == "assistant" else settings.nli_shared_terms)
         pairs += [(earlier[i], row) for i in ranked if cosine[i] >= settings.clash_similarity
                   and len(words.intersection(statements.words[earlier[i]])) >= shared_terms
-                  and not (relays is not None and relays.both(earlier[i], row))
+                  and not pair_filter.excluded(earlier[i], row)
                   and not _silent(statements.texts[earlier[i]], text)]
     return pairs
 
 
-class _Relays:
-    """Which assistant statements repeat a tool's text word for word. Two of them are
-    the tool's results compared through the assistant, and tool results are not compared
-    unless ``clash_tools`` (a tool's results differ because its calls differ): an agent that
-    answers each question with a sentence of its search results would otherwise have its
-    earlier answers withheld whenever the small model reads two sentences of one article as
-    contradicting (it does: 0.93 both ways for two unrelated sentences about Kublai Khan)."""
+class _PairFilter:
+    """Pairs the small NLI model is known to misread, left out of step 2; what it reads of the
+    session (the tools' text, whether tools or a system prompt speak) is read once per call.
 
-    def __init__(self, statements: Statements) -> None:
+    - Two assistant statements that each repeat a tool's text word for word: that is the
+      tool's results compared through the assistant, and tool results are not compared unless
+      ``clash_tools`` (a tool's results differ because its calls differ). An agent that answers
+      each question with a sentence of its search results would otherwise have its earlier
+      answers withheld whenever the model reads two sentences of one article as contradicting
+      (it does: 0.93 both ways for two unrelated sentences about Kublai Khan).
+    - With ``nli_assistant_pairs: persona``, in a task session (a system prompt or a tool's
+      result in it) two assistant statements unless both speak of the assistant itself ("I
+      have two cats" / "I've never had a pet"). A task assistant restates its documents and
+      tools in other words and works out new values from them ("2 refills left" / "Two
+      refills remain", "€25 per wheel" / "costs nothing extra, so €84 in total"), which the
+      model reads as contradicting: on the 145 poison sessions (no clash written into them) 33
+      of its 39 clash records were such pairs, and none was a contradiction. What a task assistant
+      says is checked against its authorities by the poison detector; its typed facts still
+      go through the rules.
+    - Two statements that are the same words but for their numbers ("[harness] Turn 1412." /
+      "[harness] Turn 1440."): a counter or a status line. A number that states a fact ("I
+      am 30" / "I am 41") is a typed fact, and the rules compare those.
+    """
+
+    def __init__(self, statements: Statements, settings: Any) -> None:
         self.statements = statements
+        self.relays = not settings.clash_tools
+        self.persona_only = settings.nli_assistant_pairs == "persona"
         self._tools: str | None = None
+        self._task: bool | None = None
         self._seen: dict[int, bool] = {}
+
+    def excluded(self, older: int, newer: int) -> bool:
+        """Whether the pair (same voice) is left out of NLI."""
+        texts = self.statements.texts
+        if _same_but_numbers(texts[older], texts[newer]):
+            return True
+        if self.statements.sources[newer] != "assistant":
+            return False
+        if self.relays and self._relayed(older) and self._relayed(newer):
+            return True
+        return (self.persona_only and self._task_session()
+                and not (speaks_of_self(texts[older]) and speaks_of_self(texts[newer])))
+
+    def _task_session(self) -> bool:
+        if self._task is None:
+            self._task = any(source == "system" or source.startswith("tool:")
+                             for source in self.statements.sources)
+        return self._task
 
     def _relayed(self, row: int) -> bool:
         if row not in self._seen:
-            if self.statements.sources[row] != "assistant":
-                self._seen[row] = False
-            else:
-                if self._tools is None:  # the tools' text, once per call
-                    self._tools = "\n".join(
-                        " ".join(self.statements.texts[r].casefold().split())
-                        for r in range(self.statements.size)
-                        if self.statements.sources[r].startswith("tool:"))
-                text = " ".join(self.statements.texts[row].casefold().split())
-                self._seen[row] = len(text) >= 20 and text in self._tools
+            if self._tools is None:  # the tools' text, once per call
+                self._tools = "\n".join(
+                    " ".join(self.statements.texts[r].casefold().split())
+                    for r in range(self.statements.size)
+                    if self.statements.sources[r].startswith("tool:"))
+            text = " ".join(self.statements.texts[row].casefold().split())
+            self._seen[row] = len(text) >= 20 and text in self._tools
         return self._seen[row]
 
-    def both(self, older: int, newer: int) -> bool:
-        return self._relayed(older) and self._relayed(newer)
+
+_NUMBER = re.compile(r"\d[\d.,:/]*")
+
+
+@lru_cache(maxsize=65536)
+def _same_but_numbers(older: str, newer: str) -> bool:
+    masked_older, masked_newer = _NUMBER.sub("#", older), _NUMBER.sub("#", newer)
+    return masked_older != older and masked_older.casefold().split() == masked_newer.casefold().split()
 
 
 def nli_candidates(statements: Statements, new_rows: list[int], nli: Any, settings: Any,
@@ -301,11 +343,11 @@ def nli_candidates(statements: Statements, new_rows: list[int], nli: Any, settin
         pairs = candidate_pairs(statements, new_rows, settings)
     else:  # newest first, and no pair built past the limit (building them is not free either)
         pairs = []
-        relays = None if settings.clash_tools else _Relays(statements)  # tools read once for all rows
+        pair_filter = _PairFilter(statements, settings)  # the session read once for all rows
         for row in sorted(new_rows, reverse=True):
             if len(pairs) >= limit:
                 break
-            pairs += candidate_pairs(statements, [row], settings, relays)
+            pairs += candidate_pairs(statements, [row], settings, pair_filter)
         pairs = pairs[:limit]
     if not pairs:
         return []

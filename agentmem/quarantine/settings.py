@@ -54,6 +54,13 @@ class QuarantineSettings(BaseModel):
         0, ge=0, description="The same for the assistant's own statements. A model restates "
         "itself in other words more than people do, so its pairs need no shared word (DECODE "
         "dev: F1 0.442 -> 0.512 at 3.5% -> 6.8% false positives; the chat sets unchanged).")
+    nli_assistant_pairs: Literal["all", "persona"] = Field(
+        "persona", description="Which pairs of the assistant's own statements reach the NLI "
+        "model in a task session (a system prompt or a tool's result in it): persona, only pairs "
+        "that both speak of the assistant itself (\"I have two cats\"); all, every pair, as in "
+        "a chat with no system prompt and no tool. A task assistant restates its tools in "
+        "other words, which the small model reads as contradicting (the 145 poison sessions: "
+        "NLI clash records 39 -> 4, none of the 39 a contradiction; the clash benches unchanged).")
     clash_candidates: int = Field(
         3, ge=1, description="Earlier statements NLI checks per statement, the most similar "
         "first. 6 -> 3 halved the NLI pairs of a chat session grown a turn at a time (LoCoMo "

@@ -153,6 +153,17 @@ def presupposes_about_self(text: str) -> bool:
             and _FIRST_PERSON.search(stripped.replace("\u2019", "'")) is not None)
 
 
+# The speaker in a statement ("I have two cats", "my shift starts at 9", "no pets live with
+# me"): a persona's facts about itself. Not "let me check" or "want me to book it?" (offers),
+# and not "we" (a business's assistant says "we" of the business).
+_SELF = re.compile(r"\b(?:I|[Mm]y|[Mm]ine|[Mm]yself)\b|(?<![Ll]et )\b[Mm]e\b(?! to\b)")
+
+
+def speaks_of_self(text: str) -> bool:
+    """Whether a statement is about its speaker (first person singular, subject or owner)."""
+    return _SELF.search(text) is not None
+
+
 def is_claim(text: str) -> bool:
     """Assertions worth tracking: not questions, not greetings or one-word acknowledgements."""
     stripped = text.strip()

@@ -89,6 +89,8 @@ def split_clauses(text: str) -> tuple[str, ...]:
 _SELF_LED = re.compile(
     r"^\W*(?:[\w'’-]+\W+){0,2}(?:i|i['’](?:m|ve|d|ll)|me|my|myself|we|we['’](?:re|ve|d|ll)|our|us)\b",
     re.IGNORECASE)
+_SELF_LED_SINGULAR = re.compile(r"^\W*(?:[\w'’-]+\W+){0,2}(?:i|i['’](?:m|ve|d|ll)|me|my|myself)\b",
+                                re.IGNORECASE)
 _ABOUT_THEM = re.compile(r"\byou(?:rs?|rself|['’](?:re|ve|d|ll))?\b", re.IGNORECASE)
 _REPORTS = re.compile(
     r"\b(?:check|verif|confirm|found|look(?:ed|ing)? (?:up|into|at)|see\b|saw\b|records?\b|show|"
@@ -114,11 +116,15 @@ def without_address(text: str) -> str:
 
 
 @lru_cache(maxsize=1 << 16)
-def is_self_description(text: str) -> bool:
+def is_self_description(text: str, plural: bool = True) -> bool:
     """Whether a clause describes its speaker ("I'm training for a marathon", "my kids love
     the beach") rather than the world, the addressee or a look-up the speaker reports ("I
-    checked: the refund went through" reports a fact; "as I mentioned, ..." repeats one)."""
-    return bool(_SELF_LED.search(text)) and not _ABOUT_THEM.search(text) and not _REPORTS.search(text)
+    checked: the refund went through" reports a fact; "as I mentioned, ..." repeats one).
+    ``plural``: "we", "our" and "us" are the speaker too (a person and their family); not
+    where the speaker is an organisation's assistant, whose "all our host families live
+    within a 20-minute walk" states the organisation's terms."""
+    led = _SELF_LED if plural else _SELF_LED_SINGULAR
+    return bool(led.search(text)) and not _ABOUT_THEM.search(text) and not _REPORTS.search(text)
 
 
 def _claim_details(text: str) -> frozenset[str]:

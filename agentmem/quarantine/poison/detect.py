@@ -73,14 +73,17 @@ def scan_claims(statements: Statements, since_position: int) -> ClaimScan:
     clauses = clauses_of(statements, claim_rows)
     # With no tool in the conversation nothing but the speaker can vouch for the speaker's own
     # life ("my kids love the beach"): a self-description is not a claim about the world.
-    # With no system prompt either (two people talking), only a checkable detail (a name, a
-    # number, a date) can anchor a claim; chit-chat recurs by nature ("keep going!").
+    # Under a system prompt the assistant speaks for the organisation it describes, so its
+    # "we" and "our" state the organisation's terms ("all our host families live within a
+    # 20-minute walk"), which the prompt supports or not. With no system prompt either (two
+    # people talking), only a checkable detail (a name, a number, a date) can anchor a
+    # claim; chit-chat recurs by nature ("keep going!").
     tools = any(t in {"tool", "untrusted"} for t in statements.trust)
+    prompted = "system" in statements.trust
     if not tools:
-        clauses = [c for c in clauses
-                   if statements.trust[c.row] != "assistant" or not is_self_description(c.text)]
-    return ClaimScan(since_position, clauses, claimant, framed,
-                     not tools and "system" not in statements.trust)
+        clauses = [c for c in clauses if statements.trust[c.row] != "assistant"
+                   or not is_self_description(c.text, plural=not prompted)]
+    return ClaimScan(since_position, clauses, claimant, framed, not tools and not prompted)
 
 
 def unembedded_clauses(statements: Statements, settings, scan: ClaimScan) -> list[str]:
