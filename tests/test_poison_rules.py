@@ -413,6 +413,19 @@ def test_a_persona_describes_itself_but_not_the_users_world(encode):
     assert not any("cello" in text for texts in found.values() for text in texts)
 
 
+def test_a_price_of_nothing_is_the_claim_and_must_be_stated():
+    """An order record that names the carrier, the delivery and an assembly service does not
+    state that the carrier assembles "at no charge": three of the clause's four details are
+    the record's, but the fourth is the claim. A record that says the service is free does."""
+    order = lines_unit("services: assembly false", "delivery: date 2024-09-07",
+                       "carrier: Northway Two-Man Logistics")
+    claim = clause("Northway will assemble it at no charge when they deliver")
+    assert support_level(order, claim) == 0
+    free = lines_unit("services: assembly included free of charge", "delivery: date 2024-09-07",
+                      "carrier: Northway Two-Man Logistics")
+    assert support_level(free, claim) == 2
+
+
 def test_an_organisations_assistant_states_its_terms_when_it_says_our(encode):
     """Under a system prompt the assistant speaks for the organisation the prompt describes:
     "all our host families live within a 20-minute walk", said three times and stated

@@ -162,7 +162,8 @@ def _normalise(word: str) -> str:
 GENERIC = frozenset(GENERIC | {_normalise(w) for w in GENERIC})
 
 
-# A price of nothing, however it is said: one detail ("free"), so "included at no charge", "costs
+FREE = "free"
+# A price of nothing, however it is said: one detail (FREE), so "included at no charge", "costs
 # nothing extra" and "comes free" are the same claim, as "$25" and "25 dollars" are one number.
 _FREE = re.compile(r"\b(?:free of charge|at no (?:extra |additional )?(?:charge|cost)|no (?:extra |additional )?"
                    r"(?:charge|cost|fee)s?|costs? nothing(?: extra)?|for nothing|complimentary|(?:is|are|comes?|"
@@ -174,7 +175,7 @@ _FREE = re.compile(r"\b(?:free of charge|at no (?:extra |additional )?(?:charge|
 def detail_terms(text: str) -> frozenset[str]:
     """Normalised content words, dates and times: what must match for two texts to state the
     same detail."""
-    text = _FREE.sub(" free ", text)
+    text = _FREE.sub(f" {FREE} ", text)
     rest, out = _temporal(text)
     rest, numbers = _numbers(rest)
     out |= numbers

@@ -14,7 +14,7 @@ import numpy as np
 
 from agentmem.models.runtime import pause_point
 from agentmem.quarantine.poison.clauses import Clause, _is_value, entities_of
-from agentmem.quarantine.poison.details import _precision, detail_terms
+from agentmem.quarantine.poison.details import FREE, _precision, detail_terms
 from agentmem.quarantine.poison.kept import _extended, _keep
 from agentmem.quarantine.statements import Statements
 
@@ -374,6 +374,8 @@ def support_level(unit: _Unit, clause: Clause) -> int:
     covered = unit.covered(clause.details)
     if not values_in_context(unit, clause):
         return 0
+    if FREE in clause.details and FREE not in covered:
+        return 0  # "Northway will assemble it at no charge": the price is the claim
     if len(covered) >= SUPPORT_COVERAGE * need:
         return 2
     if unit.asked:
