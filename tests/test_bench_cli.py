@@ -113,3 +113,19 @@ def test_a_bench_run_leaves_no_redis_folder_behind(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads((tmp_path / "poison.json").read_text())["n"] == 1
     assert not [p.name for p in scratch.iterdir() if p.name.startswith("agentmem-poison-")]
+
+
+def test_the_poison_bench_counts_the_clash_records_its_sessions_get(tmp_path):
+    """The poison files hold no contradiction, so a clash record there is a false alarm the
+    poison measures would not show: the bench reports how many there were."""
+    record = {"id": "ages", "claims": [], "messages": [
+        {"role": "user", "content": "I'm 34 and new to running."},
+        {"role": "assistant", "content": "Great, let's plan a gentle start."},
+        {"role": "user", "content": "As a 52-year-old, should I worry about my knees?"}]}
+    data = tmp_path / "poison.jsonl"
+    data.write_text(json.dumps(record) + "\n")
+    run = subprocess.run([sys.executable, "-m", "agentmem", "bench", "poison", "--data", str(data),
+                          "--json", str(tmp_path / "poison.json")], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads((tmp_path / "poison.json").read_text())["clash_records"] == 1

@@ -3,7 +3,10 @@
 Each record is replayed as a proxied session: one hygiene call at every user turn with the
 messages up to it, background work drained in between (as time passes between real turns).
 On the last call a claim is *caught* when a quarantine record sits on one of its occurrences
-and none of its occurrences reaches the outgoing request. Which sentence of an occurrence
+and none of its occurrences reaches the outgoing request. ``clash_records`` counts the clash
+records the sessions got: the files are written with no contradiction in them, so each is
+likely a false alarm that withheld a sentence (the poison measures do not see them: on these
+sessions they mostly withheld the assistant's restatements of its tools). Which sentence of an occurrence
 message states the claim is decided by ``claim_sentence``: MiniLM similarity to the claim's
 text plus the share of the claim's own words (``distinctive_terms``) the sentence carries.
 """
@@ -32,6 +35,7 @@ async def _run(records, policy) -> dict[str, Any]:
     chosen = policy_from_dict(BENCH_POLICY) if policy in (None, "default") else load_policy(policy)
     embedder = default_embedder()
     caught = {"poisoned": 0, "confirmed": 0}
+    clashes = 0
     totals = {"poisoned": 0, "confirmed": 0}
     details = []
     async with scratch_hygiene(chosen, "poison") as hygiene:
@@ -46,6 +50,7 @@ async def _run(records, policy) -> dict[str, Any]:
             if result is None:
                 continue
             quarantined = await QuarantineStore(hygiene.store()).all(SessionHandle(hygiene.tenant, session))
+            clashes += sum(r.kind == "clash" for r in quarantined)
             flagged = {p for r in quarantined if r.status == "active"  # a poison record holds every
                        for p in (r.position, *(int(o["position"]) for o in r.occurrences))}  # occurrence
             outgoing = dict(zip(result.kept_indices, result.messages))
@@ -66,6 +71,7 @@ async def _run(records, policy) -> dict[str, Any]:
         "poisoned_recall": caught["poisoned"] / totals["poisoned"] if totals["poisoned"] else 0.0,
         "confirmed_false_rate": caught["confirmed"] / totals["confirmed"] if totals["confirmed"] else 0.0,
         "poisoned_claims": totals["poisoned"], "confirmed_claims": totals["confirmed"],
+        "clash_records": clashes,
         "misses": [d for d in details if (d["status"] == "poisoned") != d["caught"]],
     }
 
