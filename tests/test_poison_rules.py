@@ -413,6 +413,21 @@ def test_a_persona_describes_itself_but_not_the_users_world(encode):
     assert not any("cello" in text for texts in found.values() for text in texts)
 
 
+def test_a_documents_labelled_lines_are_records_though_no_full_stop_parts_them():
+    """A quote read as plain text is one sentence to the splitter when its lines end in no full
+    stop; its labelled lines are still records apart: "Inverter: Veltra SE6000" and "Warranty:
+    panels 25-year" do not state that the inverter is covered for 25 years."""
+    from agentmem.quarantine.poison.support import _message_units
+
+    quote = ("System: 16 x Helion 400 W panels (6.4 kW DC)\nInverter: Veltra SE6000\n"
+             "Warranty: panels 25-year product and performance warranty; 10-year workmanship")
+    [(words, asked, which, parts)] = _message_units("tool", (quote,), "")
+    document = _Unit(0, "tool", words, asked, which, parts)
+    assert len(parts) == 3
+    assert support_level(document, clause("and 25 years on the inverter as well")) == 0
+    assert support_level(document, clause("a 25-year warranty on the panels")) == 2
+
+
 def test_a_price_of_nothing_is_the_claim_and_must_be_stated():
     """An order record that names the carrier, the delivery and an assembly service does not
     state that the carrier assembles "at no charge": three of the clause's four details are

@@ -5,6 +5,7 @@ states a clause's details, strongly or weakly, and what it leaves unsupported.
 from __future__ import annotations
 
 import math
+import re
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -348,6 +349,19 @@ class _UnitsEntry:
 _units_kept: list[_UnitsEntry] = []
 
 
+# A line of a plain-text document that opens with a label ("Warranty: panels 25-year ...") is
+# a record of its own, though no full stop ends the line before it.
+_FIELD_LINE = re.compile(r"\n(?=[ \t]*[A-Za-z][\w .'/&()-]{0,40}:[ \t])")
+
+
+def _fields(text: str) -> list[str]:
+    """A tool sentence's records: its labelled lines apart. The sentence splitter keeps a
+    document's lines together when none ends in a full stop ("Inverter: Veltra SE6000" and
+    "Warranty: panels 25-year" one sentence), and a value must be read with its own line's
+    subject (``values_in_context``)."""
+    return [field for field in _FIELD_LINE.split(text) if field.strip()]
+
+
 @lru_cache(maxsize=1 << 14)
 def _message_units(trust: str, texts: tuple[str, ...], call: str) -> tuple[
         tuple[frozenset[str], frozenset[str], tuple[int, ...], tuple[frozenset[str], ...]], ...]:
@@ -359,7 +373,8 @@ def _message_units(trust: str, texts: tuple[str, ...], call: str) -> tuple[
     if trust == "tool":
         asked = detail_terms(call) - entities_of(call) if call else frozenset()
         asked = frozenset(w for w in asked if w[:1] != "#")  # a period, a subject; no amounts
-        return ((frozenset().union(*words), asked, tuple(range(len(texts))), tuple(words)),)
+        parts = tuple(detail_terms(field) for text in texts for field in _fields(text))
+        return ((frozenset().union(*words), asked, tuple(range(len(texts))), parts),)
     return tuple((own | (words[i + 1] if i + 1 < len(words) else frozenset()), frozenset(), (i,),
                   (own,) + ((words[i + 1],) if i + 1 < len(words) else ()))
                  for i, own in enumerate(words))
