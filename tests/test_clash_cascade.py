@@ -116,13 +116,13 @@ def test_a_task_assistant_is_compared_with_itself_only_about_itself():
 def test_a_counter_is_not_a_contradiction():
     """Two statements that are the same words but for their numbers ("[harness] Turn 1412."
     then "... Turn 1440.") are a counter or a status line; NLI read them as contradicting
-    (0.98 with the shipped model). A number that states a fact goes through the rules."""
+    (0.98 with the shipped model). What a person says of themselves with another number still
+    goes to NLI."""
     statements = _statements([(0, "user", "[harness] Turn 1412."), (1, "user", "[harness] Turn 1440."),
-                              (2, "user", "I am 30 and live in Oslo."),
-                              (3, "user", "I am 41 and live in Oslo.")])
+                              (2, "user", "I work 40 hours a week."),
+                              (3, "user", "I work 60 hours a week.")])
     assert candidate_pairs(statements, [1], SETTINGS) == []
-    [clash] = all_rule_clashes(statements, [3])
-    assert (clash.older, clash.newer) == (2, 3)
+    assert candidate_pairs(statements, [3], SETTINGS) == [(2, 3)]
 
 
 def test_a_persons_pairs_share_a_word_the_assistants_need_not():

@@ -283,9 +283,11 @@ class _PairFilter:
       of its 39 clash records were such pairs, and none was a contradiction. What a task assistant
       says is checked against its authorities by the poison detector; its typed facts still
       go through the rules.
-    - Two statements that are the same words but for their numbers ("[harness] Turn 1412." /
-      "[harness] Turn 1440."): a counter or a status line. A number that states a fact ("I
-      am 30" / "I am 41") is a typed fact, and the rules compare those.
+    - Two statements that are the same words but for their numbers and that do not speak of
+      the speaker ("[harness] Turn 1412." / "[harness] Turn 1440.", "Battery at 80%." /
+      "Battery at 35%."): a counter or a status line, which changes. What a person says of
+      themselves with another number ("I work 40 hours a week" / "I work 60 hours a week")
+      still goes to NLI.
     """
 
     def __init__(self, statements: Statements, settings: Any) -> None:
@@ -299,7 +301,7 @@ class _PairFilter:
     def excluded(self, older: int, newer: int) -> bool:
         """Whether the pair (same voice) is left out of NLI."""
         texts = self.statements.texts
-        if _same_but_numbers(texts[older], texts[newer]):
+        if _same_but_numbers(texts[older], texts[newer]) and not speaks_of_self(texts[newer]):
             return True
         if self.statements.sources[newer] != "assistant":
             return False
