@@ -8,7 +8,8 @@ A cascade, cheapest and most precise first:
    earlier statement of the same source is checked: a rule costs microseconds.
 2. **NLI backstop**: where the rules are silent (and no guard explained the pair), the most
    similar earlier statements (cosine above ``clash_similarity``) go to the NLI cross-encoder,
-   and only a high contradiction probability makes a clash. The same model in int8 screens
+   but for pairs it is known to misread (``_PairFilter``: a task assistant restating its tools,
+   counters), and only a high contradiction probability makes a clash. The same model in int8 screens
    the pairs first (``nli_screen``): at a third of the cost it lets go the ~90% of chat pairs
    it scores low, and the float model decides the rest, so decisions are the float model's.
 3. **Judge** (optional, ``judge_model``): NLI candidates above ``judge_threshold`` are asked of
@@ -275,8 +276,8 @@ class _PairFilter:
       answers withheld whenever the model reads two sentences of one article as contradicting
       (it does: 0.93 both ways for two unrelated sentences about Kublai Khan).
     - With ``nli_assistant_pairs: persona``, in a task session (a system prompt or a tool's
-      result in it) two assistant statements unless both speak of the assistant itself ("I
-      have two cats" / "I've never had a pet"). A task assistant restates its documents and
+      result in it), two assistant statements that do not both speak of the assistant itself
+      (both do in "I have two cats" / "I've never had a pet", a persona's facts). A task assistant restates its documents and
       tools in other words and works out new values from them ("2 refills left" / "Two
       refills remain", "€25 per wheel" / "costs nothing extra, so €84 in total"), which the
       model reads as contradicting: on the 145 poison sessions (no clash written into them) 33
@@ -333,6 +334,7 @@ _NUMBER = re.compile(r"\d[\d.,:/]*")
 
 @lru_cache(maxsize=65536)
 def _same_but_numbers(older: str, newer: str) -> bool:
+    """Whether the two texts give numbers and are the same words once their numbers are masked."""
     masked_older, masked_newer = _NUMBER.sub("#", older), _NUMBER.sub("#", newer)
     return masked_older != older and masked_older.casefold().split() == masked_newer.casefold().split()
 

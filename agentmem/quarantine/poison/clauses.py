@@ -86,11 +86,10 @@ def split_clauses(text: str) -> tuple[str, ...]:
 
 # A clause led by the speaker ("I", "my", "we" in its first three words), about no one
 # addressed, reporting no look-up, action or record: what the speaker says of themselves.
-_SELF_LED = re.compile(
-    r"^\W*(?:[\w'’-]+\W+){0,2}(?:i|i['’](?:m|ve|d|ll)|me|my|myself|we|we['’](?:re|ve|d|ll)|our|us)\b",
-    re.IGNORECASE)
-_SELF_LED_SINGULAR = re.compile(r"^\W*(?:[\w'’-]+\W+){0,2}(?:i|i['’](?:m|ve|d|ll)|me|my|myself)\b",
-                                re.IGNORECASE)
+_LEAD = r"^\W*(?:[\w'’-]+\W+){0,2}"  # the speaker within a clause's first three words
+_SINGULAR = r"i|i['’](?:m|ve|d|ll)|me|my|myself"
+_SELF_LED = re.compile(rf"{_LEAD}(?:{_SINGULAR}|we|we['’](?:re|ve|d|ll)|our|us)\b", re.IGNORECASE)
+_SELF_LED_SINGULAR = re.compile(rf"{_LEAD}(?:{_SINGULAR})\b", re.IGNORECASE)
 _ABOUT_THEM = re.compile(r"\byou(?:rs?|rself|['’](?:re|ve|d|ll))?\b", re.IGNORECASE)
 _REPORTS = re.compile(
     r"\b(?:check|verif|confirm|found|look(?:ed|ing)? (?:up|into|at)|see\b|saw\b|records?\b|show|"
