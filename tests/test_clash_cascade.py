@@ -17,7 +17,7 @@ from agentmem.quarantine.clash import (
     undecided,
 )
 from agentmem.quarantine.settings import QuarantineSettings
-from agentmem.quarantine.statements import Statements
+from agentmem.quarantine.statements import Statements, trust_class
 
 
 def _statements(rows: list[tuple[int, str, str]]) -> Statements:
@@ -26,7 +26,7 @@ def _statements(rows: list[tuple[int, str, str]]) -> Statements:
     return Statements(
         position=np.asarray([p for p, _, _ in rows]), spans=[(0, len(t)) for _, _, t in rows],
         texts=[t for _, _, t in rows], vectors=vectors, sources=[s for _, s, _ in rows],
-        trust=["user" if s == "user" else "tool" for _, s, _ in rows],
+        trust=[trust_class(s, []) for _, s, _ in rows],
         relayed=np.zeros(len(rows), dtype=bool), words=[t.lower().split() for _, _, t in rows])
 
 

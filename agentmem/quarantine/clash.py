@@ -296,7 +296,6 @@ class _PairFilter:
         self.relays = not settings.clash_tools
         self.persona_only = settings.nli_assistant_pairs == "persona"
         self._tools: str | None = None
-        self._task: bool | None = None
         self._seen: dict[int, bool] = {}
 
     def excluded(self, older: int, newer: int) -> bool:
@@ -308,14 +307,8 @@ class _PairFilter:
             return False
         if self.relays and self._relayed(older) and self._relayed(newer):
             return True
-        return (self.persona_only and self._task_session()
+        return (self.persona_only and (self.statements.tools or self.statements.prompted)
                 and not (speaks_of_self(texts[older]) and speaks_of_self(texts[newer])))
-
-    def _task_session(self) -> bool:
-        if self._task is None:
-            self._task = any(source == "system" or source.startswith("tool:")
-                             for source in self.statements.sources)
-        return self._task
 
     def _relayed(self, row: int) -> bool:
         if row not in self._seen:

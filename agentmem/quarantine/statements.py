@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -70,6 +71,16 @@ class Statements:
     @property
     def size(self) -> int:
         return len(self.texts)
+
+    @cached_property
+    def tools(self) -> bool:
+        """Whether a tool's result (trusted or not) is among the statements."""
+        return any(t in {"tool", "untrusted"} for t in self.trust)
+
+    @cached_property
+    def prompted(self) -> bool:
+        """Whether a system prompt is among the statements."""
+        return "system" in self.trust
 
     def same_voice(self, rows: list[int], row: int) -> list[int]:
         """Those of ``rows`` said in ``row``'s voice: its source and, in a group chat, its

@@ -78,12 +78,11 @@ def scan_claims(statements: Statements, since_position: int) -> ClaimScan:
     # 20-minute walk"), which the prompt supports or not. With no system prompt either (two
     # people talking), only a checkable detail (a name, a number, a date) can anchor a
     # claim; chit-chat recurs by nature ("keep going!").
-    tools = any(t in {"tool", "untrusted"} for t in statements.trust)
-    prompted = "system" in statements.trust
-    if not tools:
+    if not statements.tools:
         clauses = [c for c in clauses if statements.trust[c.row] != "assistant"
-                   or not is_self_description(c.text, plural=not prompted)]
-    return ClaimScan(since_position, clauses, claimant, framed, not tools and not prompted)
+                   or not is_self_description(c.text, plural=not statements.prompted)]
+    return ClaimScan(since_position, clauses, claimant, framed,
+                     not statements.tools and not statements.prompted)
 
 
 def unembedded_clauses(statements: Statements, settings, scan: ClaimScan) -> list[str]:
