@@ -13,6 +13,7 @@ that the pruner sees sentences cut the way its training data was cut.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -101,6 +102,24 @@ def _append_trimmed(text: str, start: int, end: int, out: list[Span]) -> None:
         end -= 1
     if end > start:
         out.append(Span(start, end))
+
+
+def kept_text(text: str, spans: Sequence[tuple[int, int]], keep: Iterable[bool]) -> str:
+    """The kept sentences, each with the whitespace that came before it in the text.
+
+    A paragraph break stays a paragraph break and a kept line of a list or a table keeps its
+    line and indentation, instead of everything run together on one line; sentences that
+    stood side by side stay one space apart."""
+    parts: list[str] = []
+    previous = None
+    for (a, b), k in zip(spans, keep):
+        if k:
+            if parts:
+                gap = text[previous:a] if previous is not None else ""
+                parts.append(gap if gap and gap.isspace() else " ")
+            parts.append(text[a:b])
+        previous = b
+    return "".join(parts)
 
 
 DEFAULT_TOKENIZER_MODEL = "gpt-4o"

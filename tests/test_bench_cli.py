@@ -129,3 +129,17 @@ def test_the_poison_bench_counts_the_clash_records_its_sessions_get(tmp_path):
                          timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads((tmp_path / "poison.json").read_text())["clash_records"] == 1
+
+
+def test_code_reads_bench_sends_a_file_read_in_the_recent_window_whole(tmp_path):
+    import agentmem
+
+    package = Path(agentmem.__file__).parent
+    for name in ("text.py", "structured.py", "stages/prune.py"):
+        (tmp_path / name.replace("/", "_")).write_text((package / name).read_text())
+    out = tmp_path / "code.json"
+    run = _agentmem("bench", "code-reads", "--folder", str(tmp_path), "--json", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(out.read_text())
+    assert result["n"] == 3 and result["older_exchanges"] == 0
+    assert result["function_intact"] == result["output_verbatim"] == result["parses"] == 1.0

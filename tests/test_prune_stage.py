@@ -111,6 +111,31 @@ async def test_large_tool_output_in_the_recent_window_is_pruned_by_provence(hygi
     assert len(decision.spans) == len(decision.span_scores) > 40
 
 
+async def test_a_file_an_agent_read_in_the_recent_window_reaches_the_model_verbatim(hygiene):
+    """Source code is machine text: the prose pruner cut this 700-line module to a docstring's
+    two sentences (387 of 42,000 characters), leaving a coding agent to edit a file it could
+    no longer see. The same call still prunes a prose output of the same size."""
+    import inspect
+
+    import agentmem.stages.prune as module
+
+    source = inspect.getsource(module)
+    prose, _, _ = _mug_lookup(400)
+    for output, verbatim in ((source, True), (prose, False)):
+        history = [HISTORY[0], {"role": "user", "content": "Why does the stage keep the recent exchanges?"},
+                   {"role": "assistant", "content": None, "tool_calls": [
+                       {"id": "r1", "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "prune.py"}'}}]},
+                   {"role": "tool", "tool_call_id": "r1", "content": output},
+                   {"role": "user",
+                    "content": "Fix the bug in _score_windows: why are the recent exchanges kept?"}]
+        result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
+                                     policy=_policy(keep_recent_exchanges=2, large_tool_output_tokens=200))
+        tool = next(m for m in result.messages if m["role"] == "tool")
+        assert (tool["content"] == output) is verbatim
+        assert verbatim or len(tool["content"]) < len(output) / 3
+
+
 async def test_tool_output_floor_keeps_a_share_whatever_the_threshold(hygiene):
     lines = [f"Record {i}: the shipment to depot {i} left on time with {i + 3} pallets." for i in range(40)]
     output = " ".join(lines)

@@ -160,6 +160,26 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
         back_to_back=back_to_back), json_out)
 
 
+@bench_app.command("code-reads")
+def code_reads(folder: Path | None = typer.Option(None, exists=True, file_okay=False, help="Folder "
+                                                  "of Python files (default: the installed "
+                                                  "agentmem package)."),
+               policy: str = typer.Option("default", help="Policy preset or YAML path."),
+               files: int = typer.Option(60, min=1, help="Files read (one session each)."),
+               older: int = typer.Option(0, min=0, help="Exchanges between the read and the "
+                                         "question (2 or more: the read is older history)."),
+               seed: int = typer.Option(0, help="Seed of the files' and functions' draw."),
+               json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
+    """A coding agent reads a file and asks about one of its functions: does the function reach
+    the model whole (agentmem/bench/code_reads.py)?"""
+    import agentmem
+    from agentmem.bench.code_reads import run_code_reads
+
+    folder = folder or Path(agentmem.__file__).parent
+    emit("bench code-reads", run_code_reads(folder, policy=policy, files=files, older=older,
+                                            seed=seed), json_out)
+
+
 @bench_app.command("tools-cv")
 def tools_cv(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benchmark file: "
                                        "its tool list, and its queries, which are never used."),

@@ -43,7 +43,8 @@ from agentmem.stages.selection import (
 )
 from agentmem.state.steps import StepReplay
 from agentmem.structured import JsonLayout, parses_as_json, tool_layout
-from agentmem.text import MESSAGE_OVERHEAD_TOKENS, split_sentences
+from agentmem.text import MESSAGE_OVERHEAD_TOKENS, kept_text, split_sentences
+from agentmem.text_kinds import text_kind
 
 if TYPE_CHECKING:
     from agentmem.policy import Policy
@@ -407,6 +408,11 @@ class PruneStage(Stage):
                                   outputs: list[Candidate], query: str) -> None:
         """Large tool outputs of recent exchanges: Provence keeps the sentences the query needs.
 
+        Only prose is read: machine text (source code, a diff, a log, a table;
+        ``agentmem.text_kinds``) goes to the model verbatim, since an agent works on exactly
+        what it just read (a file it is about to edit) and the prose model's sentences are
+        not its units.
+
         A tool's JSON answer is read by its rows (``agentmem.structured``: records, long
         strings' sentences and the frame around them, each on one line) and keeps whole
         records, so what the model gets still parses; JSON with nothing to choose among (one
@@ -420,6 +426,8 @@ class PruneStage(Stage):
             layout = tool_layout(candidate.text)
             if layout is None and parses_as_json(candidate.text):
                 continue  # JSON with nothing to choose among (one record): whole, not read
+            if layout is None and text_kind(candidate.text) == "machine":
+                continue  # code, a diff, a log, a table: the prose pruner would cut it apart
             # the spans ingest stored (``message_units``), so their vectors are read, not made
             spans = layout.spans if layout is not None else split_sentences(candidate.text)
             candidate.spans = [(a, b) for a, b in spans]
@@ -546,8 +554,7 @@ def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], sc
             spans=[span for span, _ in removed], span_scores=[float(s) for _, s in removed]))
     if layout is not None:
         return {**original, "content": layout.keep(keep)}
-    text = candidate.text
-    return {**original, "content": " ".join(text[a:b] for (a, b), k in zip(candidate.spans, keep) if k)}
+    return {**original, "content": kept_text(candidate.text, candidate.spans, keep)}
 
 
 def _transcript(candidates: list[Candidate]) -> tuple[list[str], list[int]]:

@@ -33,7 +33,7 @@ from agentmem.report import Action, Decision
 from agentmem.speakers import embedding_text, speaker_of
 from agentmem.stages.base import Draft, Stage, StageContext
 from agentmem.structured import tool_layout
-from agentmem.text import split_sentences
+from agentmem.text import kept_text, split_sentences
 
 if TYPE_CHECKING:
     from agentmem.policy import Policy
@@ -196,7 +196,8 @@ class QuarantineStage(Stage):
             excluded[position] = removed
             text = text_of(history[position])
             rows = np.flatnonzero(statements.position == position)
-            kept = [text[a:b] for a, b in (statements.spans[r] for r in rows) if (a, b) not in removed]
+            spans = [(int(a), int(b)) for a, b in (statements.spans[r] for r in rows)]
+            keep = [span not in removed for span in spans]
             message = history[position]
             for span, record in entries:
                 context.run.decisions.append(Decision(
@@ -204,11 +205,12 @@ class QuarantineStage(Stage):
                     score=record.score, reason=record.reason,
                     detail={"record": record.id, "kind": record.kind, "detector": record.detector}))
             in_unit = message.get("role") == "tool" or bool(message.get("tool_calls"))
-            if not kept and not in_unit:
+            if not any(keep) and not in_unit:
                 dropped.add(position)
             elif isinstance(message.get("content"), str):
-                content = " ".join(kept) if kept else _placeholder([r for _, r in entries])
-                layout = tool_layout(text) if kept and message.get("role") == "tool" else None
+                content = (kept_text(text, spans, keep) if any(keep)
+                           else _placeholder([r for _, r in entries]))
+                layout = tool_layout(text) if any(keep) and message.get("role") == "tool" else None
                 if layout is not None and removed <= {span for span, kind in zip(
                         layout.spans, layout.kinds) if kind != "frame"}:  # it still parses
                     content = layout.keep([span not in removed for span in layout.spans])
