@@ -143,3 +143,4 @@ def test_code_reads_bench_sends_a_file_read_in_the_recent_window_whole(tmp_path)
     result = json.loads(out.read_text())
     assert result["n"] == 3 and result["older_exchanges"] == 0
     assert result["function_intact"] == result["output_verbatim"] == result["parses"] == 1.0
+    assert result["machine_text"] == 1.0 and 0 < result["kind_ms_p50"] <= result["kind_ms_max"]

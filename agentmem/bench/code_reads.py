@@ -11,7 +11,9 @@ text. Measured per file and function, through the same pipeline as the proxy:
   outgoing request (what an edit's ``old_string`` must match);
 - ``output_verbatim``: the tool message goes out unchanged;
 - ``parses``: the outgoing tool message still parses as Python;
-- ``kept_share``: characters of the tool message sent, over the file's.
+- ``kept_share``: characters of the tool message sent, over the file's;
+- ``kind_ms_p50`` / ``kind_ms_max``: what telling the file from prose costs on the call path
+  (``agentmem.text_kinds.text_kind``, uncached), and ``machine_text``: the share it calls code.
 
 ``--older N`` puts N further exchanges (short questions and answers about other things)
 between the read and the question, so the read is older history rather than the recent
@@ -24,12 +26,15 @@ import ast
 import asyncio
 import json
 import random
+import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentmem.bench.scratch import scratch_hygiene
 from agentmem.messages import text_of
+from agentmem.text_kinds import text_kind
 
 MIN_FUNCTION_LINES = 5
 MIN_FILE_CHARACTERS = 4_000
@@ -105,9 +110,24 @@ async def _run(reads: list[CodeRead], policy: str, older: int) -> dict[str, Any]
             except SyntaxError:
                 pass
     n = len(reads) or 1
+    kinds, costs = _kinds(reads)
     return {"n": len(reads), "policy": policy, "older_exchanges": older,
             "function_intact": intact / n, "output_verbatim": verbatim / n,
-            "parses": parses / n, "kept_share": share / n}
+            "parses": parses / n, "kept_share": share / n,
+            "machine_text": kinds.count("machine") / n,
+            "kind_ms_p50": statistics.median(costs) if costs else 0.0,
+            "kind_ms_max": max(costs, default=0.0)}
+
+
+def _kinds(reads: list[CodeRead]) -> tuple[list[str], list[float]]:
+    """Each file's kind and what telling it cost, in milliseconds, bypassing the cache."""
+    kinds: list[str] = []
+    costs: list[float] = []
+    for read in reads:
+        start = time.perf_counter()
+        kinds.append(text_kind.__wrapped__(read.source))
+        costs.append((time.perf_counter() - start) * 1000)
+    return kinds, costs
 
 
 def run_code_reads(folder: Path, *, policy: str = "default", files: int = 60, older: int = 0,
