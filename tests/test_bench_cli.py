@@ -131,7 +131,7 @@ def test_the_poison_bench_counts_the_clash_records_its_sessions_get(tmp_path):
     assert json.loads((tmp_path / "poison.json").read_text())["clash_records"] == 1
 
 
-def test_code_reads_bench_sends_a_file_read_in_the_recent_window_whole(tmp_path):
+def test_code_reads_bench_sends_a_file_read_in_the_recent_window_whole_and_only_its_newest_read(tmp_path):
     import agentmem
 
     package = Path(agentmem.__file__).parent
@@ -144,3 +144,7 @@ def test_code_reads_bench_sends_a_file_read_in_the_recent_window_whole(tmp_path)
     assert result["n"] == 3 and result["older_exchanges"] == 0
     assert result["function_intact"] == result["output_verbatim"] == result["parses"] == 1.0
     assert result["machine_text"] == 1.0 and 0 < result["kind_ms_p50"] <= result["kind_ms_max"]
+    run = _agentmem("bench", "code-reads", "--folder", str(tmp_path), "--edit", "--json", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(out.read_text())  # edited and read again: only the new version is sent
+    assert result["edit"] and result["function_intact"] == 1.0 and result["stale_function_sent"] == 0.0

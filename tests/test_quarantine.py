@@ -236,7 +236,8 @@ async def test_a_tool_call_reply_does_not_repeat_the_call_paths_poison_check(tmp
     checked = detectors.poison_records
 
     def counting(scope, *rest):
-        runs.append(scope.statements.size)
+        if any("Vancouver" in text for text in scope.statements.texts):  # this session's, not the
+            runs.append(scope.statements.size)  # work another test's engine left in the process
         return checked(scope, *rest)
 
     monkeypatch.setattr(detectors, "poison_records", counting)

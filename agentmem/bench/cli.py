@@ -168,6 +168,8 @@ def code_reads(folder: Path | None = typer.Option(None, exists=True, file_okay=F
                files: int = typer.Option(60, min=1, help="Files read (one session each)."),
                older: int = typer.Option(0, min=0, help="Exchanges between the read and the "
                                          "question (2 or more: the read is older history)."),
+               edit: bool = typer.Option(False, "--edit", help="The agent edits the function and "
+                                         "reads the file again before the question."),
                seed: int = typer.Option(0, help="Seed of the files' and functions' draw."),
                json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
     """A coding agent reads a file and asks about one of its functions: does the function reach
@@ -177,7 +179,7 @@ def code_reads(folder: Path | None = typer.Option(None, exists=True, file_okay=F
 
     folder = folder or Path(agentmem.__file__).parent
     emit("bench code-reads", run_code_reads(folder, policy=policy, files=files, older=older,
-                                            seed=seed), json_out)
+                                            edit=edit, seed=seed), json_out)
 
 
 @bench_app.command("tools-cv")

@@ -10,10 +10,16 @@ text. Measured per file and function, through the same pipeline as the proxy:
 - ``function_intact``: the function's source, every line and its indentation, is in the
   outgoing request (what an edit's ``old_string`` must match);
 - ``output_verbatim``: the tool message goes out unchanged;
-- ``parses``: the outgoing tool message still parses as Python;
+- ``parses``: the outgoing tool message is there and still parses as Python;
 - ``kept_share``: characters of the tool message sent, over the file's;
 - ``kind_ms_p50`` / ``kind_ms_max``: what telling the file from prose costs on the call path
   (``agentmem.text_kinds.text_kind``, uncached), and ``machine_text``: the share it calls code.
+
+``--edit`` has the agent edit the function (its last line gains a comment) and read the file
+again before the question, as an agent checks its work: the new version must reach the model
+(``function_intact``, and the other measures, are of the second read) and the stale one not
+(``stale_function_sent``: the function as it was before the edit is in the request);
+``tokens_sent`` is the request's size either way.
 
 ``--older N`` puts N further exchanges (short questions and answers about other things)
 between the read and the question, so the read is older history rather than the recent
@@ -26,6 +32,7 @@ import ast
 import asyncio
 import json
 import random
+import re
 import statistics
 import time
 from dataclasses import dataclass
@@ -38,6 +45,9 @@ from agentmem.text_kinds import text_kind
 
 MIN_FUNCTION_LINES = 5
 MIN_FILE_CHARACTERS = 4_000
+READ_ID = "read-1"  # the read_file call's id, which its tool message answers
+EDIT_ID, REREAD_ID = "edit-1", "read-2"  # --edit: the edit, and the same read once more
+EDIT_MARK = "  # reviewed"
 FILLER = [("Which branch are we on?", "We are on main."),
           ("Did the last test run pass?", "Yes, every test passed on the last run."),
           ("What time is the release planned for?", "The release is planned for Friday afternoon."),
@@ -50,6 +60,14 @@ class CodeRead:
     source: str
     function: str
     body: str  # the function's source lines, as in the file
+
+    @property
+    def edited_body(self) -> str:
+        return self.body + EDIT_MARK
+
+    @property
+    def edited_source(self) -> str:
+        return self.source.replace(self.body, self.edited_body, 1)
 
 
 def code_reads(folder: Path, *, files: int, seed: int) -> list[CodeRead]:
@@ -75,15 +93,23 @@ def code_reads(folder: Path, *, files: int, seed: int) -> list[CodeRead]:
     return reads[:files]
 
 
-def session(read: CodeRead, older: int) -> list[dict[str, Any]]:
-    call = {"id": "read-1", "type": "function",
-            "function": {"name": "read_file", "arguments": json.dumps({"path": read.path})}}
+def session(read: CodeRead, older: int, edit: bool = False) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent working in a Python repository."},
         {"role": "user", "content": f"Have a look at {read.path}."},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "read-1", "content": read.source},
+        _call(READ_ID, "read_file", {"path": read.path}),
+        {"role": "tool", "tool_call_id": READ_ID, "content": read.source},
         {"role": "assistant", "content": f"I have read {read.path}."}]
+    if edit:
+        last_line = read.body.splitlines()[-1]
+        messages += [
+            {"role": "user", "content": f"Mark the end of {read.function} as reviewed."},
+            _call(EDIT_ID, "edit_file", {"path": read.path, "old_string": last_line,
+                                         "new_string": last_line + EDIT_MARK}),
+            {"role": "tool", "tool_call_id": EDIT_ID, "content": f"Edited {read.path}: 1 replacement."},
+            _call(REREAD_ID, "read_file", {"path": read.path}),
+            {"role": "tool", "tool_call_id": REREAD_ID, "content": read.edited_source},
+            {"role": "assistant", "content": f"Done: {read.function} is marked as reviewed."}]
     for number in range(older):
         question, answer = FILLER[number % len(FILLER)]
         messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
@@ -92,31 +118,54 @@ def session(read: CodeRead, older: int) -> list[dict[str, Any]]:
     return messages
 
 
-async def _run(reads: list[CodeRead], policy: str, older: int) -> dict[str, Any]:
-    intact = verbatim = parses = 0
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function",
+         "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+async def _run(reads: list[CodeRead], policy: str, older: int, edit: bool) -> dict[str, Any]:
+    intact = verbatim = parses = stale = tokens = 0
     share = 0.0
     async with scratch_hygiene(policy, "code-reads") as hygiene:
         for number, read in enumerate(reads):
-            messages = session(read, older)
+            messages = session(read, older, edit)
             result = await hygiene.apply(messages, session_id=f"code-{number}")
-            sent = dict(zip(result.kept_indices, result.messages))
-            tool = text_of(sent.get(3, {}))
-            intact += read.body in "\n".join(text_of(m) for m in result.messages)
-            verbatim += tool == read.source
-            share += len(tool) / len(read.source)
-            try:
-                ast.parse(tool)
-                parses += 1
-            except SyntaxError:
-                pass
+            source, body = (read.edited_source, read.edited_body) if edit else (read.source, read.body)
+            target = REREAD_ID if edit else READ_ID
+            tool = next((text_of(m) for m in result.messages if m.get("tool_call_id") == target), "")
+            sent = "\n".join(text_of(m) for m in result.messages)
+            intact += body in sent
+            stale += edit and _stale(read, sent)
+            verbatim += tool == source
+            share += len(tool) / len(source)
+            parses += _parses(tool)
+            tokens += result.report.tokens_after
     n = len(reads) or 1
     kinds, costs = _kinds(reads)
-    return {"n": len(reads), "policy": policy, "older_exchanges": older,
+    return {"n": len(reads), "policy": policy, "older_exchanges": older, "edit": edit,
             "function_intact": intact / n, "output_verbatim": verbatim / n,
             "parses": parses / n, "kept_share": share / n,
+            "stale_function_sent": stale / n, "tokens_sent": tokens / n,
             "machine_text": kinds.count("machine") / n,
             "kind_ms_p50": statistics.median(costs) if costs else 0.0,
             "kind_ms_max": max(costs, default=0.0)}
+
+
+def _stale(read: CodeRead, sent: str) -> bool:
+    """Whether the function as it was before the edit (its last line without the mark) is sent."""
+    return re.search(re.escape(read.body) + f"(?!{re.escape(EDIT_MARK)})", sent) is not None
+
+
+def _parses(source: str) -> bool:
+    """Whether the tool message was sent at all and still parses as Python."""
+    if not source:
+        return False
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
 
 
 def _kinds(reads: list[CodeRead]) -> tuple[list[str], list[float]]:
@@ -131,5 +180,5 @@ def _kinds(reads: list[CodeRead]) -> tuple[list[str], list[float]]:
 
 
 def run_code_reads(folder: Path, *, policy: str = "default", files: int = 60, older: int = 0,
-                   seed: int = 0) -> dict[str, Any]:
-    return asyncio.run(_run(code_reads(folder, files=files, seed=seed), policy, older))
+                   edit: bool = False, seed: int = 0) -> dict[str, Any]:
+    return asyncio.run(_run(code_reads(folder, files=files, seed=seed), policy, older, edit))

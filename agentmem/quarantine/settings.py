@@ -17,6 +17,13 @@ class QuarantineSettings(BaseModel):
     clash_tools: bool = Field(
         False, description="Also look for clashes between results of one tool (off: a tool's "
         "results differ because its calls differ; people and the assistant are always checked).")
+    supersede_repeated_calls: bool = Field(
+        True, description="A tool call answered again (same tool, same arguments) supersedes "
+        "its older answer, which is withheld whole when most of it is in the newer one "
+        "(agentmem/quarantine/superseded.py). Needs clash; off under keep_both.")
+    supersede_overlap: float = Field(
+        0.5, ge=0, le=1, description="Share of the older answer's characters (its lines, or "
+        "its words for a line or two) the newer answer must have for the older to be superseded.")
     resolution: Literal["newer_wins", "trust_wins", "keep_both"] = Field(
         "newer_wins", description="Who loses a clash: the older statement, the less trusted "
         "source (ties: the older), or nobody (a short note states both).")

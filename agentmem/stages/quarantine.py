@@ -6,8 +6,10 @@ the client sent assistant or untrusted-tool turns no detection has seen, and onl
 call can read them whole (every sentence's vector, new clause vectors within the call's
 embedding budget; else after the reply); check the newest user message against the user's
 earlier statements with the clash rules (and, if the policy spends
-``call_path_candidates``, a few NLI pairs); then remove every active record's sentence from
-the outgoing messages. Everything else (clashes of assistant and tool statements, poison in
+``call_path_candidates``, a few NLI pairs); mark a tool's older answer superseded where this
+call brings a newer answer to the same call (``quarantine/superseded.py``: set arithmetic on
+the two texts, no model); then remove every active record's sentence (a superseded answer:
+all of it) from the outgoing messages. Everything else (clashes of assistant and tool statements, poison in
 our stored replies) is found after the reply (``after_reply``), which does not repeat a
 poison check the call path made on the same statements. Nothing is deleted: a record names a
 sentence of a stored turn, and releasing it puts the sentence back on the next call.
@@ -29,6 +31,8 @@ from agentmem.quarantine.judge import Judge
 from agentmem.quarantine.records import QuarantineRecord, QuarantineStore
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.quarantine.statements import Statements, statements_of
+from agentmem.quarantine.superseded import DETECTOR as SUPERSEDED
+from agentmem.quarantine.superseded import superseded_records
 from agentmem.report import Action, Decision
 from agentmem.speakers import embedding_text, speaker_of
 from agentmem.stages.base import Draft, Stage, StageContext
@@ -97,6 +101,9 @@ class QuarantineStage(Stage):
                 checked = not scope.warnings  # read whole, within the call's budget
         if settings.clash:
             fresh += await self._newest_user_clash(scope, history, context)
+            if settings.supersede_repeated_calls and settings.resolution != "keep_both":
+                fresh += superseded_records(history, turn_ids, since=context.stored_positions,
+                                            min_overlap=settings.supersede_overlap)
         if qstore and context.session:
             await qstore.add(context.session, fresh, ttl=context.policy.ttl_seconds)
             await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds)
@@ -192,12 +199,15 @@ class QuarantineStage(Stage):
         for position, entries in sorted(spans_by_position.items()):
             if position not in current:
                 continue
-            removed = {span for span, _ in entries}
-            excluded[position] = removed
             text = text_of(history[position])
             rows = np.flatnonzero(statements.position == position)
             spans = [(int(a), int(b)) for a, b in (statements.spans[r] for r in rows)]
+            removed = {span for span, _ in entries}
+            if any(record.detector == SUPERSEDED for _, record in entries):
+                removed |= set(spans)  # a superseded answer goes whole
+            excluded[position] = removed
             keep = [span not in removed for span in spans]
+            anything_kept = any(keep)
             message = history[position]
             for span, record in entries:
                 context.run.decisions.append(Decision(
@@ -205,12 +215,12 @@ class QuarantineStage(Stage):
                     score=record.score, reason=record.reason,
                     detail={"record": record.id, "kind": record.kind, "detector": record.detector}))
             in_unit = message.get("role") == "tool" or bool(message.get("tool_calls"))
-            if not any(keep) and not in_unit:
+            if not anything_kept and not in_unit:
                 dropped.add(position)
             elif isinstance(message.get("content"), str):
-                content = (kept_text(text, spans, keep) if any(keep)
+                content = (kept_text(text, spans, keep) if anything_kept
                            else _placeholder([r for _, r in entries]))
-                layout = tool_layout(text) if any(keep) and message.get("role") == "tool" else None
+                layout = tool_layout(text) if anything_kept and message.get("role") == "tool" else None
                 if layout is not None and removed <= {span for span, kind in zip(
                         layout.spans, layout.kinds) if kind != "frame"}:  # it still parses
                     content = layout.keep([span not in removed for span in layout.spans])
@@ -234,6 +244,9 @@ def _placeholder(records: list[QuarantineRecord]) -> str:
     """What a tool result (or a tool-calling message) says when all of it was withheld: the
     message must stay (its call needs an answer), and the model should know why it is empty."""
     ids = ", ".join(sorted({r.id for r in records}))
+    if all(r.detector == SUPERSEDED for r in records):
+        return f"[agentmem withheld this older result: the same call was answered again later " \
+               f"(quarantine record {ids})]"
     kinds = " and ".join(sorted({r.kind for r in records}))
     return f"[agentmem withheld this content ({kinds}; quarantine record {ids})]"
 

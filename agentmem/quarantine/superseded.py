@@ -1,0 +1,107 @@
+"""Superseded tool results: the same call made again, its older answer withheld.
+
+An agent reads a file, edits it and reads it again; runs the tests, fixes a bug and runs them
+again; polls an order's status. Each later answer to the *same call* (the same tool with the
+same arguments) is a newer version of the same thing, and the older one is a clash waiting to
+happen: both versions reach the model, and the stale one can win (an agent that read a
+setting before and after its own edit was sent both values). So, when a call is answered
+again, the older answer is quarantined whole: a record of kind ``clash``, detector
+``repeated_call``, releasable like any other, and the tool message stays in place (its call
+needs an answer) with a one-line note that names the record.
+
+Only versions of one thing are superseded, never two different things that happen to share a
+call: ``scroll_down {}`` or ``next_page {}`` answer with different parts of a page, and ``ls``
+after a ``cd`` lists another folder. The older answer is superseded only when most of it (by
+characters, ``supersede_overlap``) is still in the newer one: its lines for text of several
+lines (a file, a test run, pretty-printed JSON), its words for a line or two. No model: the
+test is set arithmetic on the two texts, a millisecond for a 1,000-line file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentmem.messages import text_of
+from agentmem.quarantine.records import QuarantineRecord
+
+DETECTOR = "repeated_call"
+HEAD_CHARACTERS = 300  # of an answer, kept in its record for people (the turn holds the rest)
+MIN_LINES = 3  # fewer lines than this: the words are compared instead
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """The call's identity: its tool and its arguments, parsed when they are JSON (so key
+    order and spacing do not make two calls differ)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return f"{name}\x00{arguments.strip()}"
+    return f"{name}\x00{json.dumps(arguments, sort_keys=True, separators=(',', ':'))}"
+
+
+def overlap(older: str, newer: str) -> float:
+    """The share of ``older``'s characters in lines (or, for short text, words) that
+    ``newer`` has too."""
+    if older == newer:
+        return 1.0
+    lines = [line.strip() for line in older.splitlines() if line.strip()]
+    if len(lines) >= MIN_LINES:
+        units, theirs = lines, {line.strip() for line in newer.splitlines()}
+    else:
+        units, theirs = older.split(), set(newer.split())
+    total = sum(len(unit) for unit in units)
+    return sum(len(unit) for unit in units if unit in theirs) / total if total else 0.0
+
+
+def answered_calls(history: Sequence[dict[str, Any]]) -> list[tuple[int, int, str, str]]:
+    """Each answered tool call in order: (its assistant message's position, its answer's
+    position, the tool's name, its call key)."""
+    asked: dict[str, tuple[int, str, str]] = {}
+    out = []
+    for position, message in enumerate(history):
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            name = str(function.get("name", ""))
+            asked[str(call.get("id", ""))] = (position, name, call_key(name, function.get("arguments", "")))
+        if message.get("role") == "tool" and message.get("tool_call_id") in asked:
+            unit, name, key = asked[message["tool_call_id"]]
+            out.append((unit, position, name, key))
+    return out
+
+
+def superseded_records(history: Sequence[dict[str, Any]], turn_ids: Sequence[int], *,
+                       since: int, min_overlap: float) -> list[QuarantineRecord]:
+    """Records for answers that a later answer to the same call supersedes, where the later
+    answer is at ``since`` or after (the turns this call brings; older ones were looked at
+    when they arrived)."""
+    latest: dict[str, tuple[int, int]] = {}  # key -> (unit, answer) of the newest answer
+    pairs = []
+    for unit, answer, name, key in answered_calls(history):
+        previous = latest.get(key)
+        if previous is not None and previous[0] != unit and answer >= since:
+            pairs.append((previous[1], answer, name))
+        latest[key] = (unit, answer)
+    records = []
+    for older, newer, name in pairs:
+        old_text, new_text = text_of(history[older]), text_of(history[newer])
+        if not old_text.strip() or older >= len(turn_ids) or newer >= len(turn_ids):
+            continue
+        share = overlap(old_text, new_text)
+        if share < min_overlap:
+            continue  # another part, another folder: both stay
+        what = "the same answer" if old_text == new_text else f"a newer version ({share:.0%} of this one's text)"
+        records.append(QuarantineRecord(
+            kind="clash", detector=DETECTOR, turn_id=turn_ids[older], position=older,
+            span=(0, len(old_text)), text=_head(old_text), source=f"tool:{name}",
+            score=round(share, 4),
+            reason=f"superseded: {name} was called again with the same arguments and returned "
+                   f"{what}",
+            related=[{"turn_id": turn_ids[newer], "span": [0, len(new_text)], "text": _head(new_text)}]))
+    return records
+
+
+def _head(text: str) -> str:
+    return text if len(text) <= HEAD_CHARACTERS else text[:HEAD_CHARACTERS] + "…"
