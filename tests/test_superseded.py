@@ -1,6 +1,6 @@
 """A tool call answered again supersedes its older answer: through the real proxy, the older
 answer is withheld whole with a note naming its record, the record can be released, and two
-different answers to one call (the parts of a page, another folder) are both kept."""
+different answers to one call (the parts of a page, a partial view of a state) are both kept."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from agentmem.quarantine.superseded import call_key, overlap
+from agentmem.quarantine.superseded import _keeps_fields, call_key, overlap
 
 CONFIG = "\n".join(["# service settings", "name: billing", "region: eu-west-1", "replicas: 3",
                     "timeout_seconds: 30", "retries: 2", "log_level: info", "queue: invoices",
@@ -64,14 +64,18 @@ def test_a_file_read_again_after_an_edit_withholds_the_older_read(client, receiv
     assert received.requests()[-1]["messages"] == messages  # exactly what the client sent
 
 
-@pytest.mark.parametrize("case", ["other part", "other arguments"])
+@pytest.mark.parametrize("case", ["other part", "other arguments", "partial view"])
 def test_different_answers_to_one_call_and_other_calls_are_both_kept(case, client, received, http):
     session_id = f"not-superseded-{uuid.uuid4().hex[:8]}"
     if case == "other part":  # scroll_down {} twice: two parts of a page, not two versions
         messages = _reads(CONFIG, "\n".join(f"Invoice {i}: paid on day {i}." for i in range(10)),
                           name="scroll_down", arguments={})
-    else:
+    elif case == "other arguments":
         messages = _reads(CONFIG, EDITED, later_arguments={"path": "config/billing.prod.yaml"})
+    else:  # the state read again without its bag: the bag the first read listed may still hold
+        state = {"location": "Lavender Town", "badges": ["Boulder", "Cascade"], "party": ["Ivysaur"]}
+        messages = _reads(json.dumps({**state, "bag": ["Potion x4", "Escape Rope"]}),
+                          json.dumps({**state, "location": "Route 10"}), name="read_state", arguments={})
     _send(client, session_id, messages)
     assert received.requests()[-1]["messages"] == messages
     records = http.get(f"/v1/sessions/{session_id}/quarantine").json()["data"]
@@ -87,3 +91,6 @@ def test_a_call_is_the_tool_and_its_arguments_and_overlap_counts_what_is_still_t
     assert 0.85 < overlap(CONFIG, EDITED) < 1.0  # one line of ten changed
     assert overlap(CONFIG, "a different file\nwith other\nlines in it") == 0.0
     assert overlap("42 open orders", "42 open orders now") == 1.0  # a line or two: its words
+    assert _keeps_fields('{"a": 1, "b": 2}', '{"b": 3, "a": 1, "c": 4}')
+    assert not _keeps_fields('{"a": 1, "b": 2}', '{"a": 1}')
+    assert _keeps_fields('[1, 2]', '[1]') and _keeps_fields("{not json", "{")
