@@ -19,10 +19,11 @@ not the lines: a web page's few long paragraphs outweigh its short headings and 
 Text of fewer than six non-blank lines is prose (a short answer; the sentence splitter cuts
 nothing in it anyway).
 
-Measured on files of this machine (README, Benchmarks "Stop 55"): Python 594 of 600 files
-machine, C headers and sources 345 of 353, shell and config files 43 of 43, YAML/TOML 61 of 65;
-Debian copyright texts 269 of 299 prose, and SQuAD paragraphs as pages (plain, wrapped at 80
-columns, Markdown with headings) all prose. Technical Markdown
+Measured on files of this machine (`agentmem bench text-kinds`; README, Benchmarks "Stop
+55"): Python 595 of 600 files machine text, C headers and sources 567 of 600, configuration
+and shell files 116 of 120; Debian copyright files 488 of 600 prose (106 of the others are
+Debian's machine-readable field records), and SQuAD paragraphs as pages (one line each, plain,
+wrapped at 80 columns, Markdown with headings) all prose. Technical Markdown
 whose code examples carry half its lines counts as machine text and is left whole: the safe
 side, since a prose cut of a code sample breaks it.
 """

@@ -148,3 +148,18 @@ def test_code_reads_bench_sends_a_file_read_in_the_recent_window_whole_and_only_
     assert run.returncode == 0, run.stdout + run.stderr
     result = json.loads(out.read_text())  # edited and read again: only the new version is sent
     assert result["edit"] and result["function_intact"] == 1.0 and result["stale_function_sent"] == 0.0
+
+
+def test_text_kinds_bench_counts_the_files_called_what_they_are(tmp_path):
+    import agentmem
+
+    package = Path(agentmem.__file__).parent
+    for name in ("text.py", "structured.py"):
+        (tmp_path / name).write_text((package / name).read_text())
+    (tmp_path / "page.py").write_text("The Normans gave their name to Normandy, a region in France. " * 40)
+    out = tmp_path / "kinds.json"
+    run = _agentmem("bench", "text-kinds", str(tmp_path / "*.py"), "--expect", "machine", "--json", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(out.read_text())
+    assert result["n"] == 3 and result["misses"] == [str(tmp_path / "page.py")]
+    assert _agentmem("bench", "text-kinds", str(tmp_path / "*.py"), "--expect", "code").returncode == 2

@@ -182,6 +182,21 @@ def code_reads(folder: Path | None = typer.Option(None, exists=True, file_okay=F
                                             edit=edit, seed=seed), json_out)
 
 
+@bench_app.command("text-kinds")
+def text_kinds(patterns: list[str] = typer.Argument(..., help="Glob patterns ('**' recurses)."),
+               expect: str = typer.Option(..., help="The kind these files are: machine or prose."),
+               limit: int = typer.Option(600, min=1, help="Files read at most."),
+               seed: int = typer.Option(0, help="Seed of the files' draw."),
+               json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
+    """Is each file called what it is, machine text or prose (agentmem/bench/text_kinds.py)?"""
+    from agentmem.bench.text_kinds import run_text_kinds
+
+    if expect not in ("machine", "prose"):
+        raise typer.BadParameter("machine or prose", param_hint="--expect")
+    emit("bench text-kinds", run_text_kinds(patterns, "machine" if expect == "machine" else "prose",
+                                            limit=limit, seed=seed), json_out)
+
+
 @bench_app.command("tools-cv")
 def tools_cv(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benchmark file: "
                                        "its tool list, and its queries, which are never used."),
