@@ -445,3 +445,35 @@ def test_odd_unknown_field_names_make_a_legal_warning_header(proxy_url, received
     warning = response.headers["x-agentmem-warning"]
     assert warning.startswith("fields not forwarded to the provider:") and "a?b" in warning
     assert received.requests()[0]["messages"][-1]["content"] == "hi"
+
+
+def test_a_file_read_again_supersedes_the_older_tool_result(claude, received, sessions):
+    """A tool_result's text blocks: the older of two answers to the same tool_use input is
+    withheld whole (agentmem/quarantine/superseded.py), the newer reaches the model."""
+    session = new_session()
+    lines = [f"setting_{i}: {i}" for i in range(12)]
+    old, new = "\n".join(lines), "\n".join(lines).replace("setting_3: 3", "setting_3: 30")
+    read = {"name": "read_file", "description": "Read a file.",
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+
+    def use(tool_id):
+        return {"role": "assistant", "content": [
+            {"type": "tool_use", "id": tool_id, "name": "read_file", "input": {"path": "app.cfg"}}]}
+
+    def result(tool_id, text):
+        return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id,
+                                             "content": [{"type": "text", "text": text}]}]}
+
+    messages = [{"role": "user", "content": "Set setting_3 to 30 in app.cfg."},
+                use("toolu_1"), result("toolu_1", old),
+                {"role": "assistant", "content": "I will edit it."},
+                {"role": "user", "content": "Done. Check it again."},
+                use("toolu_2"), result("toolu_2", new)]
+    claude.messages.create(model="echo", max_tokens=50, tools=[read], messages=messages,
+                           extra_headers=session)
+    sent = received.requests()[-1]["messages"]
+    tools = [m for m in sent if m["role"] == "tool"]
+    assert len(tools) == 2 and tools[1]["content"][0]["text"] == new
+    assert tools[0]["content"].startswith("[agentmem withheld this older result")  # not `old`
+    records = sessions.get(f"/{session['X-Session-Id']}/quarantine").json()["data"]
+    assert [r["detector"] for r in records] == ["repeated_call"]

@@ -203,7 +203,8 @@ class QuarantineStage(Stage):
             rows = np.flatnonzero(statements.position == position)
             spans = [(int(a), int(b)) for a, b in (statements.spans[r] for r in rows)]
             removed = {span for span, _ in entries}
-            if any(record.detector == SUPERSEDED for _, record in entries):
+            superseded = any(record.detector == SUPERSEDED for _, record in entries)
+            if superseded:
                 removed |= set(spans)  # a superseded answer goes whole
             excluded[position] = removed
             keep = [span not in removed for span in spans]
@@ -227,6 +228,9 @@ class QuarantineStage(Stage):
                 elif layout is not None:  # frame text withheld: no JSON without it
                     content = _placeholder([r for _, r in entries])
                 replacements[position] = {**current[position].message, "content": content}
+            elif superseded and _text_parts(message.get("content")):  # a tool_result's blocks
+                replacements[position] = {**current[position].message,
+                                          "content": _placeholder([r for _, r in entries])}
         for position, noted in sorted(notes.items()):
             target = replacements.get(position) or (current[position].message if position in current else None)
             if target is None or position == last_user or not isinstance(target.get("content"), str):
@@ -238,6 +242,14 @@ class QuarantineStage(Stage):
                 reason=r.reason, detail={"record": r.id, "note": r.note}) for r in noted)
         draft.drop_indices(dropped)
         draft.replace_messages(replacements)
+
+
+def _text_parts(content: Any) -> bool:
+    """Whether a message's content is a list of text parts only (an answer in the Messages or
+    Responses shape); an image or a file in it is never withheld by its text."""
+    return isinstance(content, list) and bool(content) and all(
+        isinstance(part, dict) and part.get("type") in {"text", "input_text", "output_text"}
+        for part in content)
 
 
 def _placeholder(records: list[QuarantineRecord]) -> str:
