@@ -303,7 +303,7 @@ def canonical(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("tool_calls"):
         out["tool_calls"] = [
             {"id": c.get("id"), "name": c.get("function", {}).get("name"),
-             "arguments": _arguments(c.get("function", {}).get("arguments"))}
+             "arguments": call_arguments(c.get("function", {}).get("arguments"))}
             for c in message["tool_calls"]
         ]
     if message.get("function_call"):
@@ -311,7 +311,7 @@ def canonical(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _arguments(arguments: Any) -> Any:
+def call_arguments(arguments: Any) -> Any:
     """A call's arguments as JSON values, not text: clients that hand calls back as objects
     (Anthropic's ``tool_use.input``, LangChain's ``args``) re-serialise them with other spacing,
     and that must not fork the session at every tool call."""

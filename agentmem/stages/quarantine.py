@@ -246,10 +246,10 @@ class QuarantineStage(Stage):
 
 def _text_parts(content: Any) -> bool:
     """Whether a message's content is a list of text parts only (an answer in the Messages or
-    Responses shape); an image or a file in it is never withheld by its text."""
+    Responses shape, which arrive as chat text parts); an image or a file in it is never
+    withheld by its text."""
     return isinstance(content, list) and bool(content) and all(
-        isinstance(part, dict) and part.get("type") in {"text", "input_text", "output_text"}
-        for part in content)
+        isinstance(part, dict) and part.get("type") == "text" for part in content)
 
 
 def _placeholder(records: list[QuarantineRecord]) -> str:
