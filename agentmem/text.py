@@ -104,22 +104,56 @@ def _append_trimmed(text: str, start: int, end: int, out: list[Span]) -> None:
         out.append(Span(start, end))
 
 
-def kept_text(text: str, spans: Sequence[tuple[int, int]], keep: Iterable[bool]) -> str:
+def kept_text(text: str, spans: Sequence[tuple[int, int]], keep: Iterable[bool], *,
+              mark_gaps: bool = False) -> str:
     """The kept sentences, each with the whitespace that came before it in the text.
 
     A paragraph break stays a paragraph break and a kept line of a list or a table keeps its
     line and indentation, instead of everything run together on one line; sentences that
-    stood side by side stay one space apart."""
+    stood side by side stay one space apart.
+
+    ``mark_gaps`` (machine text: code, a log, a listing) puts a line such as ``[... 12 lines
+    not sent ...]`` where lines were cut: read as contiguous, a file with a gap says that an
+    import or a function is not there, and an edit made from it can break what it cannot see.
+    Prose needs no mark (Provence drops sentences silently)."""
     parts: list[str] = []
     previous = None
+    gap_from: int | None = None  # where the current run of dropped spans starts
+    gap_to = 0
     for (a, b), k in zip(spans, keep):
-        if k:
-            if parts:
-                gap = text[previous:a] if previous is not None else ""
-                parts.append(gap if gap and gap.isspace() else " ")
-            parts.append(text[a:b])
+        if not k:
+            if mark_gaps and gap_from is None:
+                gap_from = a
+            gap_to = b
+            previous = b
+            continue
+        if gap_from is not None:
+            parts.append(_gap_before(text, gap_from, parts))
+            parts.append(gap_mark(text[gap_from:gap_to]))
+            gap_from = None
+        if parts:
+            gap = text[previous:a] if previous is not None else ""
+            parts.append(gap if gap and gap.isspace() else " ")
+        parts.append(text[a:b])
         previous = b
+    if gap_from is not None and parts:
+        parts.append(_gap_before(text, gap_from, parts))
+        parts.append(gap_mark(text[gap_from:gap_to]))
     return "".join(parts)
+
+
+def gap_mark(cut: str) -> str:
+    lines = cut.count("\n") + 1
+    return f"[... {lines} line{'s' if lines != 1 else ''} not sent ...]"
+
+
+def _gap_before(text: str, start: int, parts: list[str]) -> str:
+    """A cut's mark starts a line of its own when the text broke a line there."""
+    if not parts:
+        return ""
+    before = text[:start]
+    stripped = before.rstrip()
+    return "\n" if "\n" in before[len(stripped):] else " "
 
 
 DEFAULT_TOKENIZER_MODEL = "gpt-4o"

@@ -17,7 +17,10 @@ are not. Comment lines count neither way, so a licence header leaves a source fi
 the code lines decide first, so a module with long docstrings stays code. The characters weigh,
 not the lines: a web page's few long paragraphs outweigh its short headings and list items.
 Text of fewer than six non-blank lines is prose (a short answer; the sentence splitter cuts
-nothing in it anyway).
+nothing in it anyway) unless it is long and not words: from 1,000 characters such text is
+machine text when less than half of its non-space characters are in plain words (minified
+JavaScript and CSS 0.5-5%, base64 and a one-line CSV 0%; SQuAD paragraphs joined on one line
+85% at least, 98% typically).
 
 Measured on files of this machine (`agentmem bench text-kinds`; README, Benchmarks "Stop
 55"): Python 595 of 600 files machine text, C headers and sources 567 of 600, configuration
@@ -38,7 +41,9 @@ TextKind = Literal["prose", "machine"]
 
 MAX_LINES = 400  # lines read at most
 MAX_CHARACTERS = 20_000  # and characters
-MIN_LINES = 6  # fewer non-blank lines than this: too little to call it anything but prose
+MIN_LINES = 6  # fewer non-blank lines than this: prose, unless it is long and not words
+MIN_RUN_ON = 1_000  # characters from which a text of few lines is read by its words (a
+#   minified script, a one-line CSV or base64 blob: machine; a page's text on one line: prose)
 PROSE_SHARE = 0.5  # machine text: its prose lines hold less than this share of its characters
 MIN_WORDS = 5  # a prose line has at least this many words
 PLAIN_SHARE = 0.8  # and this share of them are plain words
@@ -83,6 +88,12 @@ _CODE_LINE = re.compile(
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.MULTILINE)
 
 
+def _plain_share(text: str) -> float:
+    """The share of ``text``'s non-space characters that are in plain words."""
+    plain = sum(len(word) for word in _PLAIN_WORD.findall(text))
+    return plain / max(1, len(text) - sum(character.isspace() for character in text))
+
+
 def reads_as_prose(line: str) -> bool:
     """Whether a line is a sentence or part of one (see the module docstring)."""
     line = _LEAD.sub("", line, count=1)
@@ -98,18 +109,19 @@ def reads_as_prose(line: str) -> bool:
     return len(_PLAIN_WORD.findall(line)) >= PLAIN_SHARE * words
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=256)
 def text_kind(text: str) -> TextKind:
     """``"machine"`` for source code, diffs, logs, listings and tables; ``"prose"`` otherwise.
 
     Read on the call path (a tool's output arrives with the call that answers it), so it
     stops as soon as the code lines decide, reads at most ``MAX_LINES`` lines and
     ``MAX_CHARACTERS`` characters (a file's kind shows in its first few hundred lines), and
-    an agent step's later calls find it cached."""
+    an agent step's later calls find it cached (256 texts: the prune stage also asks it of
+    each older message it cuts, to mark the cuts in machine text)."""
     head = text[:MAX_CHARACTERS]
     lines = [line for line in head.splitlines() if line.strip()][:MAX_LINES]
     if len(lines) < MIN_LINES:
-        return "prose"
+        return "prose" if len(head) < MIN_RUN_ON or _plain_share(head) >= PROSE_SHARE else "machine"
     if _HUNK.search(head):
         return "machine"
     enough_code = CODE_SHARE * len(lines)

@@ -150,6 +150,27 @@ def test_code_reads_bench_sends_a_file_read_in_the_recent_window_whole_and_only_
     assert result["edit"] and result["function_intact"] == 1.0 and result["stale_function_sent"] == 0.0
 
 
+def test_doc_reads_bench_sends_a_prose_file_whole_only_to_an_agent_that_can_edit_it(tmp_path):
+    topics = ["backups", "billing", "shipping", "support"]
+    for number, topic in enumerate(topics[:2]):
+        paragraphs = [f"## {other.title()}\n\n" + " ".join(
+            f"The {other} team reviews request {i} of file {number} every {i + 2} days, and "
+            f"it writes the outcome to the {other} log before noon." for i in range(9))
+            for other in topics]
+        (tmp_path / f"{topic}.md").write_text(f"# Notes on {topic}\n\n" + "\n\n".join(paragraphs))
+    out = tmp_path / "docs.json"
+    run = _agentmem("bench", "doc-reads", "--folder", str(tmp_path), "--json", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads(out.read_text())
+    assert result["n"] == 2 and result["prose"] == 1.0 and not result["read_only"]
+    assert result["paragraph_intact"] == result["output_verbatim"] == result["kept_share"] == 1.0
+    run = _agentmem("bench", "doc-reads", "--folder", str(tmp_path), "--read-only", "--json", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    pruned = json.loads(out.read_text())  # an agent that cannot edit gets the file pruned
+    assert pruned["read_only"] and pruned["output_verbatim"] == 0.0 and pruned["kept_share"] < 0.5
+    assert pruned["tokens_sent"] < result["tokens_sent"]
+
+
 def test_text_kinds_bench_counts_the_files_called_what_they_are(tmp_path):
     import agentmem
 

@@ -111,6 +111,15 @@ async def test_large_tool_output_in_the_recent_window_is_pruned_by_provence(hygi
     assert len(decision.spans) == len(decision.span_scores) > 40
 
 
+def _file_read(request: str, path: str, output: str) -> list[dict]:
+    """A session whose agent read a file for the user's request."""
+    return [HISTORY[0], {"role": "user", "content": request},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "r1", "type": "function",
+                 "function": {"name": "read_file", "arguments": json.dumps({"path": path})}}]},
+            {"role": "tool", "tool_call_id": "r1", "content": output}]
+
+
 async def test_a_file_an_agent_read_in_the_recent_window_reaches_the_model_verbatim(hygiene):
     """Source code is machine text: the prose pruner cut this 700-line module to a docstring's
     two sentences (387 of 42,000 characters), leaving a coding agent to edit a file it could
@@ -122,11 +131,7 @@ async def test_a_file_an_agent_read_in_the_recent_window_reaches_the_model_verba
     source = inspect.getsource(module)
     prose, _, _ = _mug_lookup(400)
     for output, verbatim in ((source, True), (prose, False)):
-        history = [HISTORY[0], {"role": "user", "content": "Why does the stage keep the recent exchanges?"},
-                   {"role": "assistant", "content": None, "tool_calls": [
-                       {"id": "r1", "type": "function",
-                        "function": {"name": "read_file", "arguments": '{"path": "prune.py"}'}}]},
-                   {"role": "tool", "tool_call_id": "r1", "content": output},
+        history = [*_file_read("Why does the stage keep the recent exchanges?", "prune.py", output),
                    {"role": "user",
                     "content": "Fix the bug in _score_windows: why are the recent exchanges kept?"}]
         result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
@@ -134,6 +139,70 @@ async def test_a_file_an_agent_read_in_the_recent_window_reaches_the_model_verba
         tool = next(m for m in result.messages if m["role"] == "tool")
         assert (tool["content"] == output) is verbatim
         assert verbatim or len(tool["content"]) < len(output) / 3
+
+
+async def test_a_code_read_cut_in_older_history_marks_where_lines_are_missing(hygiene):
+    """Behind the recent window a file read is cut to the blocks the question needs; read as
+    contiguous, the cut file says an import or a function is not there. Each cut is marked,
+    and between the marks is the file's own text in order; a prose output is cut without marks."""
+    import inspect
+    import re
+
+    import agentmem.stages.prune as module
+
+    source = inspect.getsource(module)
+    prose, _, _ = _mug_lookup(400)
+    filler = [{"role": "user", "content": "Did the build pass?"},
+              {"role": "assistant", "content": "Yes."}] * 3
+    for output, marked in ((source, True), (prose, False)):
+        history = [*_file_read("Have a look at prune.py.", "prune.py", output),
+                   {"role": "assistant", "content": "Read it."}, *filler,
+                   {"role": "user", "content": "What does _shrink do with the kept sentences?"}]
+        result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
+                                     policy=_policy(keep_recent_exchanges=2, history_fraction=0.2))
+        tool = next(m for m in result.messages if m["role"] == "tool")["content"]
+        assert 0 < len(tool) < len(output) / 2
+        assert ("lines not sent ...]" in tool) is marked
+        if marked:  # between the marks: the file's own text, in order
+            at = 0
+            for piece in re.split(r"\[\.\.\. \d+ lines? not sent \.\.\.\]", tool):
+                at = source.index(piece.strip(), at) + len(piece.strip())
+
+
+def _tool(name: str, **properties: dict) -> dict:
+    return {"type": "function", "function": {
+        "name": name, "parameters": {"type": "object", "properties": properties}}}
+
+
+async def test_a_prose_file_read_by_path_goes_out_whole_when_the_agent_can_edit_files(hygiene):
+    """A README the agent read is prose, and the pruner would cut it to the sentences about the
+    question; the edit that follows needs its exact text. Sent whole only when the call named
+    a local file and the request offers a tool that edits files: the same text fetched by URL,
+    or read by an agent that cannot edit, or with the setting off, is pruned as before."""
+    document, _, _ = _mug_lookup(400)
+    read, edit = _tool("read_file", path={"type": "string"}), _tool("edit_file", path={"type": "string"})
+    shell, patch = _tool("shell", command={"type": "array"}), _tool("apply_patch", input={"type": "string"})
+    cases = [  # (call name, arguments, tools offered, setting, sent whole)
+        ("read_file", {"path": "docs/inventory.md"}, [read, edit], True, True),
+        ("shell", {"command": ["bash", "-lc", "cat docs/inventory.md"]}, [shell, patch], True, True),
+        ("read_file", {"path": "docs/inventory.md"}, [read], True, False),
+        ("fetch", {"url": "https://example.org/inventory.md"}, [read, edit], True, False),
+        ("read_file", {"path": "docs/inventory.md"}, [read, edit], False, False),
+    ]
+    for name, arguments, tools, setting, whole in cases:
+        history = [HISTORY[0], {"role": "user", "content": "Have a look at the inventory notes."},
+                   {"role": "assistant", "content": None, "tool_calls": [
+                       {"id": "f1", "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(arguments)}}]},
+                   {"role": "tool", "tool_call_id": "f1", "content": document},
+                   {"role": "assistant", "content": "I read them."},
+                   {"role": "user", "content": "Correct the number of red mugs in the notes."}]
+        result = await hygiene.apply(history, tools=tools, session_id=f"pr-{uuid.uuid4().hex}",
+                                     policy=_policy(keep_recent_exchanges=2, large_tool_output_tokens=200,
+                                                    file_reads_as_read=setting))
+        tool = next(m for m in result.messages if m["role"] == "tool")
+        assert (tool["content"] == document) is whole, (name, arguments, setting)
+        assert whole or ("14 red mugs" in tool["content"] and len(tool["content"]) < len(document) / 3)
 
 
 async def test_tool_output_floor_keeps_a_share_whatever_the_threshold(hygiene):

@@ -60,6 +60,17 @@ def test_diffs_logs_and_tables_are_machine_text():
     assert text_kind("def f():\n    return 1\n") == "prose"  # too short to tell: the splitter keeps it whole
 
 
+def test_long_text_on_a_line_or_two_is_read_by_its_words():
+    """Minified code and one-line data used to count as prose (fewer than six lines), and the
+    pruner cut them at every ". " it found; a page's text on one line is still prose."""
+    minified = "".join(f"function f{i}(a,b){{var c=a.x{i}||b[{i}];return c?c.y({i}):null}};"
+                       for i in range(40)) + "\n//# sourceMappingURL=app.min.js.map"
+    assert len(minified) > 1_000 and text_kind(minified) == "machine"
+    assert text_kind(";".join(f"{i},red mug {i},{i * 3}" for i in range(120))) == "machine"
+    assert text_kind((PAGE * 2).replace("\n", " ")) == "prose"
+    assert text_kind("f(a,b);" * 100) == "prose"  # short: too little to tell
+
+
 def test_kept_text_keeps_each_sentence_with_the_whitespace_before_it():
     text = "First one. Second one.\n\nThird one. Fourth one.\n\nFifth one."
     spans = split_sentences(text)
@@ -70,3 +81,20 @@ def test_kept_text_keeps_each_sentence_with_the_whitespace_before_it():
     lines = "def f():\n    x = 1\n    return x"  # spans of lines keep their indentation
     assert kept_text(lines, [(0, 8), (13, 18), (23, 31)], [True, False, True]) == "def f():\n    return x"
     assert kept_text("ab", [(0, 1), (1, 2)], [True, True]) == "a b"  # nothing between: a space
+
+
+def test_cuts_in_machine_text_are_marked_where_lines_are_missing():
+    source = ("import os\nimport sys\n\ndef f():\n    return 1\n\ndef g():\n    x = 2\n    return x\n"
+              "\ndef h():\n    pass\n")
+    spans = split_sentences(source)
+    assert len(spans) == 4
+    assert kept_text(source, spans, [True, False, True, False], mark_gaps=True) == (
+        "import os\nimport sys\n[... 2 lines not sent ...]\n\ndef g():\n    x = 2\n    return x\n"
+        "[... 2 lines not sent ...]")
+    assert kept_text(source, spans, [False, True, True, True], mark_gaps=True).startswith(
+        "[... 2 lines not sent ...]\n\ndef f():\n    return 1\n\ndef g():")
+    assert kept_text(source, spans, [True, True, False, True], mark_gaps=True).endswith(
+        "    return 1\n[... 3 lines not sent ...]\n\ndef h():\n    pass")
+    assert kept_text(source, spans, [True] * 4, mark_gaps=True) == source.strip()
+    assert kept_text(source, spans, [True, False, True, False]) == (  # prose: no marks
+        "import os\nimport sys\n\ndef g():\n    x = 2\n    return x")

@@ -182,6 +182,25 @@ def code_reads(folder: Path | None = typer.Option(None, exists=True, file_okay=F
                                             edit=edit, seed=seed), json_out)
 
 
+@bench_app.command("doc-reads")
+def doc_reads(folder: Path = typer.Option(..., exists=True, file_okay=False, help="Folder of "
+                                          "prose files (READMEs, design notes, changelogs)."),
+              pattern: str = typer.Option("**/*.md", "--glob", help="Files to read, under the folder."),
+              policy: str = typer.Option("default", help="Policy preset or YAML path."),
+              files: int = typer.Option(60, min=1, help="Files read (one session each)."),
+              older: int = typer.Option(0, min=0, help="Exchanges between the read and the question."),
+              read_only: bool = typer.Option(False, "--read-only", help="Offer read_file alone "
+                                             "(an agent that cannot edit files)."),
+              seed: int = typer.Option(0, help="Seed of the files' and paragraphs' draw."),
+              json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
+    """An agent reads a prose file and is asked to rewrite one paragraph: does the paragraph
+    reach the model whole (agentmem/bench/doc_reads.py)?"""
+    from agentmem.bench.doc_reads import run_doc_reads
+
+    emit("bench doc-reads", run_doc_reads(folder, pattern=pattern, policy=policy, files=files,
+                                          older=older, read_only=read_only, seed=seed), json_out)
+
+
 @bench_app.command("text-kinds")
 def text_kinds(patterns: list[str] = typer.Argument(..., help="Glob patterns ('**' recurses)."),
                expect: str = typer.Option(..., help="The kind these files are: machine or prose."),

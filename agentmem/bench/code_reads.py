@@ -11,6 +11,8 @@ text. Measured per file and function, through the same pipeline as the proxy:
   outgoing request (what an edit's ``old_string`` must match);
 - ``output_verbatim``: the tool message goes out unchanged;
 - ``parses``: the outgoing tool message is there and still parses as Python;
+- ``unmarked_cuts``: the tool message went out cut with no mark where lines are missing (a
+  file read as contiguous when it is not);
 - ``kept_share``: characters of the tool message sent, over the file's;
 - ``kind_ms_p50`` / ``kind_ms_max``: what telling the file from prose costs on the call path
   (``agentmem.text_kinds.text_kind``, uncached), and ``machine_text``: the share it calls code.
@@ -48,6 +50,7 @@ MIN_FILE_CHARACTERS = 4_000
 READ_ID = "read-1"  # the read_file call's id, which its tool message answers
 EDIT_ID, REREAD_ID = "edit-1", "read-2"  # --edit: the edit, and the same read once more
 EDIT_MARK = "  # reviewed"
+GAP_MARK = re.compile(r"\[\.\.\. \d+ lines? not sent \.\.\.\]")  # agentmem.text.gap_mark
 FILLER = [("Which branch are we on?", "We are on main."),
           ("Did the last test run pass?", "Yes, every test passed on the last run."),
           ("What time is the release planned for?", "The release is planned for Friday afternoon."),
@@ -93,13 +96,26 @@ def code_reads(folder: Path, *, files: int, seed: int) -> list[CodeRead]:
     return reads[:files]
 
 
+def file_read(system: str, path: str, text: str) -> list[dict[str, Any]]:
+    """A session's opening: the user points the agent at a file, and it reads it."""
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": f"Have a look at {path}."},
+            _call(READ_ID, "read_file", {"path": path}),
+            {"role": "tool", "tool_call_id": READ_ID, "content": text},
+            {"role": "assistant", "content": f"I have read {path}."}]
+
+
+def filler(exchanges: int) -> list[dict[str, Any]]:
+    """Short exchanges about other things, which push a read out of the recent window."""
+    out = []
+    for number in range(exchanges):
+        question, answer = FILLER[number % len(FILLER)]
+        out += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return out
+
+
 def session(read: CodeRead, older: int, edit: bool = False) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a coding agent working in a Python repository."},
-        {"role": "user", "content": f"Have a look at {read.path}."},
-        _call(READ_ID, "read_file", {"path": read.path}),
-        {"role": "tool", "tool_call_id": READ_ID, "content": read.source},
-        {"role": "assistant", "content": f"I have read {read.path}."}]
+    messages = file_read("You are a coding agent working in a Python repository.", read.path, read.source)
     if edit:
         last_line = read.body.splitlines()[-1]
         messages += [
@@ -110,9 +126,7 @@ def session(read: CodeRead, older: int, edit: bool = False) -> list[dict[str, An
             _call(REREAD_ID, "read_file", {"path": read.path}),
             {"role": "tool", "tool_call_id": REREAD_ID, "content": read.edited_source},
             {"role": "assistant", "content": f"Done: {read.function} is marked as reviewed."}]
-    for number in range(older):
-        question, answer = FILLER[number % len(FILLER)]
-        messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    messages += filler(older)
     messages.append({"role": "user", "content": f"In {read.path}, what does `{read.function}` do? "
                                                 f"Fix the bug in {read.function}."})
     return messages
@@ -125,7 +139,7 @@ def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _run(reads: list[CodeRead], policy: str, older: int, edit: bool) -> dict[str, Any]:
-    intact = verbatim = parses = stale = tokens = 0
+    intact = verbatim = parses = stale = tokens = unmarked = 0
     share = 0.0
     async with scratch_hygiene(policy, "code-reads") as hygiene:
         for number, read in enumerate(reads):
@@ -140,12 +154,13 @@ async def _run(reads: list[CodeRead], policy: str, older: int, edit: bool) -> di
             verbatim += tool == source
             share += len(tool) / len(source)
             parses += _parses(tool)
+            unmarked += bool(tool) and tool != source and GAP_MARK.search(tool) is None
             tokens += result.report.tokens_after
     n = len(reads) or 1
     kinds, costs = _kinds(reads)
     return {"n": len(reads), "policy": policy, "older_exchanges": older, "edit": edit,
             "function_intact": intact / n, "output_verbatim": verbatim / n,
-            "parses": parses / n, "kept_share": share / n,
+            "parses": parses / n, "kept_share": share / n, "unmarked_cuts": unmarked / n,
             "stale_function_sent": stale / n, "tokens_sent": tokens / n,
             "machine_text": kinds.count("machine") / n,
             "kind_ms_p50": statistics.median(costs) if costs else 0.0,

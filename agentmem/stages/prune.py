@@ -26,6 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentmem.conversation import agent_step_start, continues_step, query_of, recent_start
+from agentmem.file_reads import file_read_answers, offers_file_edits
 from agentmem.lexical import relative_bm25, terms
 from agentmem.messages import text_of
 from agentmem.models.array_cache import ArrayCache
@@ -102,6 +103,11 @@ class PruneSettings(BaseModel):
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
+    file_reads_as_read: bool = Field(
+        True, description="A file read by path (or printed by `cat`, `sed -n`, ...) goes out "
+        "whole inside the recent window when the request offers a tool that edits files "
+        "(agentmem/file_reads.py): the agent's edit needs its exact text. False: prose files "
+        "are pruned like any large tool output (source code, being machine text, never is).")
     neighbours: int = Field(0, ge=0, description="Sentences kept on each side of a kept one.")
     history_fraction: float = Field(
         0.145, ge=0, le=1, description="Budget for turns older than the recent window, as a "
@@ -411,7 +417,9 @@ class PruneStage(Stage):
         Only prose is read: machine text (source code, a diff, a log, a table;
         ``agentmem.text_kinds``) goes to the model verbatim, since an agent works on exactly
         what it just read (a file it is about to edit) and the prose model's sentences are
-        not its units.
+        not its units. So does a file read by path when the request offers a tool that edits
+        files (``agentmem.file_reads``): a README the agent will fix is prose, but its edit
+        needs the exact text.
 
         A tool's JSON answer is read by its rows (``agentmem.structured``: records, long
         strings' sentences and the frame around them, each on one line) and keeps whole
@@ -422,7 +430,11 @@ class PruneStage(Stage):
 
         settings = context.policy.prune
         readable: list[tuple[Candidate, JsonLayout | None]] = []
+        as_read = (file_read_answers(context.history)
+                   if settings.file_reads_as_read and offers_file_edits(draft.tools) else set())
         for candidate in outputs:
+            if candidate.index in as_read:
+                continue  # a file the agent read and may edit next: its exact text
             layout = tool_layout(candidate.text)
             if layout is None and parses_as_json(candidate.text):
                 continue  # JSON with nothing to choose among (one record): whole, not read
@@ -554,7 +566,8 @@ def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], sc
             spans=[span for span, _ in removed], span_scores=[float(s) for _, s in removed]))
     if layout is not None:
         return {**original, "content": layout.keep(keep)}
-    return {**original, "content": kept_text(candidate.text, candidate.spans, keep)}
+    return {**original, "content": kept_text(candidate.text, candidate.spans, keep,
+                                             mark_gaps=text_kind(candidate.text) == "machine")}
 
 
 def _transcript(candidates: list[Candidate]) -> tuple[list[str], list[int]]:
