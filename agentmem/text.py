@@ -142,9 +142,18 @@ def kept_text(text: str, spans: Sequence[tuple[int, int]], keep: Iterable[bool],
     return "".join(parts)
 
 
+GAP_MARK_TOKENS = 10  # a mark and the line break before it (gpt-4o's encoding: 9-10 tokens)
+_GAP_MARK = re.compile(r"\[\.\.\. \d+ lines? not sent \.\.\.\]")
+
+
 def gap_mark(cut: str) -> str:
     lines = cut.count("\n") + 1
     return f"[... {lines} line{'s' if lines != 1 else ''} not sent ...]"
+
+
+def gap_marks(text: str) -> int:
+    """How many cuts ``kept_text(..., mark_gaps=True)`` marked in ``text``."""
+    return len(_GAP_MARK.findall(text)) if "not sent ...]" in text else 0
 
 
 def _gap_before(text: str, start: int, parts: list[str]) -> str:

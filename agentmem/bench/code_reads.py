@@ -10,7 +10,8 @@ text. Measured per file and function, through the same pipeline as the proxy:
 - ``function_intact``: the function's source, every line and its indentation, is in the
   outgoing request (what an edit's ``old_string`` must match);
 - ``output_verbatim``: the tool message goes out unchanged;
-- ``parses``: the outgoing tool message is there and still parses as Python;
+- ``parses``: the outgoing tool message is there and still parses as Python (the lines that
+  mark a cut left out);
 - ``unmarked_cuts``: the tool message went out cut with no mark where lines are missing (a
   file read as contiguous when it is not);
 - ``kept_share``: characters of the tool message sent, over the file's;
@@ -43,6 +44,7 @@ from typing import Any
 
 from agentmem.bench.scratch import scratch_hygiene
 from agentmem.messages import text_of
+from agentmem.text import gap_marks
 from agentmem.text_kinds import text_kind
 
 MIN_FUNCTION_LINES = 5
@@ -50,7 +52,7 @@ MIN_FILE_CHARACTERS = 4_000
 READ_ID = "read-1"  # the read_file call's id, which its tool message answers
 EDIT_ID, REREAD_ID = "edit-1", "read-2"  # --edit: the edit, and the same read once more
 EDIT_MARK = "  # reviewed"
-GAP_MARK = re.compile(r"\[\.\.\. \d+ lines? not sent \.\.\.\]")  # agentmem.text.gap_mark
+GAP_LINE = re.compile(r"^\[\.\.\. \d+ lines? not sent \.\.\.\]$", re.MULTILINE)  # text.gap_mark
 FILLER = [("Which branch are we on?", "We are on main."),
           ("Did the last test run pass?", "Yes, every test passed on the last run."),
           ("What time is the release planned for?", "The release is planned for Friday afternoon."),
@@ -154,7 +156,7 @@ async def _run(reads: list[CodeRead], policy: str, older: int, edit: bool) -> di
             verbatim += tool == source
             share += len(tool) / len(source)
             parses += _parses(tool)
-            unmarked += bool(tool) and tool != source and GAP_MARK.search(tool) is None
+            unmarked += bool(tool) and tool != source and not gap_marks(tool)
             tokens += result.report.tokens_after
     n = len(reads) or 1
     kinds, costs = _kinds(reads)
@@ -173,11 +175,12 @@ def _stale(read: CodeRead, sent: str) -> bool:
 
 
 def _parses(source: str) -> bool:
-    """Whether the tool message was sent at all and still parses as Python."""
+    """Whether the tool message was sent at all and still parses as Python, read without the
+    lines that mark a cut (what is kept between them is whole blocks)."""
     if not source:
         return False
     try:
-        ast.parse(source)
+        ast.parse(GAP_LINE.sub("", source))
     except SyntaxError:
         return False
     return True

@@ -35,6 +35,7 @@ from agentmem.messages import text_of
 from agentmem.text_kinds import reads_as_prose, text_kind
 
 MIN_FILE_CHARACTERS = 4_000
+MAX_FILE_CHARACTERS = 100_000  # what a file-reading tool returns at most (Claude Code's Read: 2,000 lines)
 MIN_PARAGRAPH_CHARACTERS = 200
 OPENING_WORDS = 8
 TOOLS = [{"type": "function", "function": {
@@ -61,15 +62,15 @@ class DocRead:
 
 
 def doc_reads(folder: Path, pattern: str, *, files: int, seed: int) -> list[DocRead]:
-    """One read per file of ``folder`` matching ``pattern`` (at least ``MIN_FILE_CHARACTERS``)
-    with a prose paragraph to ask about, drawn with ``seed``."""
+    """One read per file of ``folder`` matching ``pattern`` (``MIN_FILE_CHARACTERS`` to
+    ``MAX_FILE_CHARACTERS``) with a prose paragraph to ask about, drawn with ``seed``."""
     draw = random.Random(seed)
     reads = []
     for path in sorted(folder.glob(pattern)):
         if not path.is_file():
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
-        if len(text) < MIN_FILE_CHARACTERS:
+        if not MIN_FILE_CHARACTERS <= len(text) <= MAX_FILE_CHARACTERS:
             continue
         paragraphs = [block.strip("\n") for block in re.split(r"\n\s*\n", text)]
         prose = [p for p in paragraphs if len(p) >= MIN_PARAGRAPH_CHARACTERS

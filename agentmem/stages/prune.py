@@ -44,7 +44,13 @@ from agentmem.stages.selection import (
 )
 from agentmem.state.steps import StepReplay
 from agentmem.structured import JsonLayout, parses_as_json, tool_layout
-from agentmem.text import MESSAGE_OVERHEAD_TOKENS, kept_text, split_sentences
+from agentmem.text import (
+    GAP_MARK_TOKENS,
+    MESSAGE_OVERHEAD_TOKENS,
+    gap_marks,
+    kept_text,
+    split_sentences,
+)
 from agentmem.text_kinds import text_kind
 
 if TYPE_CHECKING:
@@ -405,7 +411,9 @@ class PruneStage(Stage):
             layout = _stored_layout(c)  # a tool's JSON answer keeps whole records
             rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run, SHRUNK, layout)
             if layout is None and not current[c.index].get("tool_calls"):  # JSON is recounted
-                tokens[c.index] = MESSAGE_OVERHEAD_TOKENS + sum(compress(token_list[first:last], keep))
+                marks = gap_marks(rewritten[c.index]["content"])  # cuts marked in machine text
+                tokens[c.index] = (MESSAGE_OVERHEAD_TOKENS + sum(compress(token_list[first:last], keep))
+                                   + GAP_MARK_TOKENS * marks)
         run.decisions.extend(drop_runs(dropped, reason))
         draft.drop_indices(set(dropped))
         draft.replace_messages(rewritten, tokens)
