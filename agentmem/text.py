@@ -160,9 +160,10 @@ def _gap_before(text: str, start: int, parts: list[str]) -> str:
     """A cut's mark starts a line of its own when the text broke a line there."""
     if not parts:
         return ""
-    before = text[:start]
-    stripped = before.rstrip()
-    return "\n" if "\n" in before[len(stripped):] else " "
+    space = start
+    while space > 0 and text[space - 1].isspace():
+        space -= 1
+    return "\n" if "\n" in text[space:start] else " "
 
 
 DEFAULT_TOKENIZER_MODEL = "gpt-4o"

@@ -477,3 +477,33 @@ def test_a_file_read_again_supersedes_the_older_tool_result(claude, received, se
     assert tools[0]["content"].startswith("[agentmem withheld this older result")  # not `old`
     records = sessions.get(f"/{session['X-Session-Id']}/quarantine").json()["data"]
     assert [r["detector"] for r in records] == ["repeated_call"]
+
+
+def test_a_prose_file_claude_code_read_reaches_the_model_whole_when_it_can_edit(claude, received):
+    """Claude Code's shape: ``Read`` with a ``file_path``, the file as a tool_result string, and
+    an ``Edit`` tool. The README goes to the provider exactly as read (agentmem/file_reads.py);
+    the same request without ``Edit`` gets it pruned against the question."""
+    paragraphs = [" ".join(f"The {topic} service keeps record {i} for {i + 3} days before it "
+                           f"moves the record to cold storage." for i in range(12))
+                  for topic in ("billing", "shipping", "support", "search")]
+    readme = "# Operations notes\n\n" + "\n\n".join(paragraphs)
+    read = {"name": "Read", "description": "Read a file from the local filesystem.",
+            "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}}
+    edit = {"name": "Edit", "description": "Replace old_string with new_string in a file.",
+            "input_schema": {"type": "object", "properties": {
+                "file_path": {"type": "string"}, "old_string": {"type": "string"},
+                "new_string": {"type": "string"}}}}
+    messages = [{"role": "user", "content": "Read the operations notes."},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_r", "name": "Read",
+                                                   "input": {"file_path": "/repo/NOTES.md"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_r",
+                                              "content": readme}]},
+                {"role": "assistant", "content": "I have read NOTES.md."},
+                {"role": "user", "content": "How long does the shipping service keep record 7? "
+                                            "Fix that sentence in NOTES.md to say 30 days."}]
+    for tools, whole in (([read, edit], True), ([read], False)):
+        claude.messages.create(model="echo", max_tokens=50, tools=tools, messages=messages,
+                               extra_headers=new_session())
+        [tool] = [m for m in received.requests()[-1]["messages"] if m["role"] == "tool"]
+        assert (tool["content"] == readme) is whole
+        assert whole or "shipping service keeps record 7 for 10 days" in tool["content"]
