@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from agentmem.messages import call_arguments
+from agentmem.messages import answered_tool_calls, call_arguments
 
 # A tool whose name has one of these words and names a file (a file word in its name, a
 # path among its parameters, or the verb alone: Claude Code's "Edit" and "Write") edits files.
@@ -137,13 +137,5 @@ def prints_a_file(command: Any) -> bool:
 
 def file_read_answers(history: Sequence[dict[str, Any]]) -> set[int]:
     """The positions of tool messages that answer a call naming a local file to read."""
-    reads: set[str] = set()
-    out: set[int] = set()
-    for position, message in enumerate(history):
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            if names_a_file(function.get("arguments", "")):
-                reads.add(str(call.get("id", "")))
-        if message.get("role") == "tool" and message.get("tool_call_id") in reads:
-            out.add(position)
-    return out
+    return {answer for _, answer, function in answered_tool_calls(history)
+            if names_a_file(function.get("arguments", ""))}

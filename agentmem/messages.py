@@ -9,6 +9,7 @@ does not change, so kept messages reach the provider exactly as the client sent 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -352,3 +353,16 @@ def tool_call_units(messages: list[dict[str, Any]]) -> list[list[int]]:
         calls = message.get("tool_calls")
         open_calls = {c.get("id") for c in calls} if calls and message.get("role") == "assistant" else _NONE
     return units
+
+
+def answered_tool_calls(history: Sequence[dict[str, Any]]
+                        ) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """Each answered tool call in order: its assistant message's position, its answer's
+    position, and the call's ``function`` (name and arguments)."""
+    asked: dict[str, tuple[int, dict[str, Any]]] = {}
+    for position, message in enumerate(history):
+        for call in message.get("tool_calls") or ():
+            asked[str(call.get("id", ""))] = (position, call.get("function") or {})
+        if message.get("role") == "tool" and message.get("tool_call_id") in asked:
+            unit, function = asked[message["tool_call_id"]]
+            yield unit, position, function

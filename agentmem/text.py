@@ -143,7 +143,7 @@ def kept_text(text: str, spans: Sequence[tuple[int, int]], keep: Iterable[bool],
 
 
 GAP_MARK_TOKENS = 10  # a mark and the line break before it (gpt-4o's encoding: 9-10 tokens)
-_GAP_MARK = re.compile(r"\[\.\.\. \d+ lines? not sent \.\.\.\]")
+GAP_MARK = re.compile(r"\[\.\.\. \d+ lines? not sent \.\.\.\]")  # what gap_mark writes
 
 
 def gap_mark(cut: str) -> str:
@@ -153,7 +153,7 @@ def gap_mark(cut: str) -> str:
 
 def gap_marks(text: str) -> int:
     """How many cuts ``kept_text(..., mark_gaps=True)`` marked in ``text``."""
-    return len(_GAP_MARK.findall(text)) if "not sent ...]" in text else 0
+    return len(GAP_MARK.findall(text)) if "not sent ...]" in text else 0
 
 
 def _gap_before(text: str, start: int, parts: list[str]) -> str:

@@ -44,7 +44,7 @@ from typing import Any
 
 from agentmem.bench.scratch import scratch_hygiene
 from agentmem.messages import text_of
-from agentmem.text import gap_marks
+from agentmem.text import GAP_MARK, gap_marks
 from agentmem.text_kinds import text_kind
 
 MIN_FUNCTION_LINES = 5
@@ -52,7 +52,7 @@ MIN_FILE_CHARACTERS = 4_000
 READ_ID = "read-1"  # the read_file call's id, which its tool message answers
 EDIT_ID, REREAD_ID = "edit-1", "read-2"  # --edit: the edit, and the same read once more
 EDIT_MARK = "  # reviewed"
-GAP_LINE = re.compile(r"^\[\.\.\. \d+ lines? not sent \.\.\.\]$", re.MULTILINE)  # text.gap_mark
+GAP_LINE = re.compile(rf"^{GAP_MARK.pattern}$", re.MULTILINE)  # a cut's mark on a line of its own
 FILLER = [("Which branch are we on?", "We are on main."),
           ("Did the last test run pass?", "Yes, every test passed on the last run."),
           ("What time is the release planned for?", "The release is planned for Friday afternoon."),

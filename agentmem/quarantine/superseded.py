@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from agentmem.messages import call_arguments, text_of
+from agentmem.messages import answered_tool_calls, call_arguments, text_of
 from agentmem.quarantine.records import QuarantineRecord
 
 DETECTOR = "repeated_call"
@@ -71,16 +71,10 @@ def overlap(older: str, newer: str) -> float:
 def answered_calls(history: Sequence[dict[str, Any]]) -> list[tuple[int, int, str, str]]:
     """Each answered tool call in order: (its assistant message's position, its answer's
     position, the tool's name, its call key)."""
-    asked: dict[str, tuple[int, str, str]] = {}
     out = []
-    for position, message in enumerate(history):
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            name = str(function.get("name", ""))
-            asked[str(call.get("id", ""))] = (position, name, call_key(name, function.get("arguments", "")))
-        if message.get("role") == "tool" and message.get("tool_call_id") in asked:
-            unit, name, key = asked[message["tool_call_id"]]
-            out.append((unit, position, name, key))
+    for unit, answer, function in answered_tool_calls(history):
+        name = str(function.get("name", ""))
+        out.append((unit, answer, name, call_key(name, function.get("arguments", ""))))
     return out
 
 
