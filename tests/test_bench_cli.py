@@ -74,14 +74,26 @@ def test_bench_plot_writes_a_png(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
 
 
-def test_noisy_bench_measures_both_sessions(tmp_path):
+def _noisy(tmp_path, *options: str) -> dict:
+    """`agentmem bench noisy` on a small paste, in a subprocess; its JSON result."""
     out = tmp_path / "noisy.json"
-    run = _agentmem("bench", "noisy", "--paste-mb", "0.05", "--calls", "3", "--history-turns", "6",
-                    "--json", str(out))
+    run = _agentmem("bench", "noisy", "--paste-mb", "0.05", *options, "--json", str(out))
     assert run.returncode == 0, run.stdout + run.stderr
-    result = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_noisy_bench_measures_both_sessions(tmp_path):
+    result = _noisy(tmp_path, "--calls", "3", "--history-turns", "6")
     assert result["b_quiet"]["n"] == 3 and result["b_noisy"]["n"] == 3
     assert result["paste_chars"] >= 50_000 and result["a"]["hygiene_ms"] > 0
+    assert result["paste_as"] == "user"
+
+
+def test_noisy_bench_can_bring_the_text_as_an_untrusted_tools_answer(tmp_path):
+    result = _noisy(tmp_path, "--calls", "2", "--history-turns", "4", "--as-tool", "web_fetch")
+    assert result["paste_as"] == "web_fetch"
+    # ~500 sentences from a tool the default policy does not trust: checked after the reply
+    assert any("the poison check runs after the reply" in w for w in result["a"]["warnings"])
 
 
 def test_load_bench_reports_each_worker_count_and_level(tmp_path):

@@ -20,6 +20,7 @@ import pytest
 
 from agentmem import Hygiene
 from agentmem.config import Settings
+from agentmem.conversation import recent_start
 from agentmem.models.embedder import default_embedder, from_bytes
 from agentmem.models.runtime import FairQueue, Job, Scheduler
 from agentmem.policy import policy_from_dict
@@ -224,3 +225,46 @@ def test_background_python_work_pauses_while_a_call_is_prepared():
     started, ended = future.result(timeout=5)
     assert ended >= min(call_done, started + runtime.MAX_PAUSE_S) - 0.005
     assert ended - started < runtime.MAX_PAUSE_S + 0.1
+
+
+def _fetched(page: str, question: str = "What does the page say about the harbour?") -> list[dict]:
+    """An agent's step: a question, its web_fetch call (untrusted), the page it returned."""
+    call = {"id": "w1", "type": "function",
+            "function": {"name": "web_fetch", "arguments": '{"url": "https://example.org/a"}'}}
+    return [_question(question), {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "w1", "content": page}]
+
+
+async def test_a_page_past_the_budget_is_not_half_embedded_for_a_check_that_waits(engine):
+    """The poison check reads every sentence with its vector or runs after the reply; a page
+    past the call's budget used to have its last 32 sentences embedded on the call path
+    anyway (~0.5 s for a 300,000-character page on two cores), then the check waited."""
+    session = f"fair-f-{uuid.uuid4().hex[:8]}"
+    result = await engine.apply(_fetched(_paste(200)), session_id=session)
+    warnings = result.report.warnings
+    assert any("the poison check runs after the reply" in w for w in warnings), warnings
+    assert not any("past the call's embedding budget" in w for w in warnings), warnings
+    await engine.drain()
+    assert engine.state.corpora.missing(engine.tenant, session) == 0  # all of it, after the reply
+    # within the budget the page is embedded on the call path and checked there
+    small = await engine.apply(_fetched(_paste(20)), session_id=f"fair-g-{uuid.uuid4().hex[:8]}")
+    assert not small.report.warnings, small.report.warnings
+    await engine.drain()
+
+
+async def test_the_budget_goes_to_the_older_turns_the_prune_stage_scores(engine):
+    """A long history arriving whole (the first call through the proxy) is past the poison
+    check's budget, so the call's budget goes to the older turns the first stage ranks,
+    newest first, and not to the recent turns it never scores."""
+    session = f"fair-h-{uuid.uuid4().hex[:8]}"
+    history = _conversation(30, seed=2) + [_question("What is my locker code?")]
+    result = await engine.apply(history, session_id=session)
+    lexical = [w for w in result.report.warnings if w.startswith("prune: ") and "scored lexically" in w]
+    assert lexical, result.report.warnings
+    unembedded = int(lexical[0].split()[1].replace(",", ""))
+    older_turns = recent_start(history, engine.policy.prune.keep_recent_exchanges)
+    older_rows = 3 * older_turns + 1  # three sentences a turn, and the locker's
+    # the budget less the question's sentence (its vector is the query's, prefetched)
+    assert unembedded == older_rows - (BUDGET - 1), (unembedded, older_rows)
+    assert any("7731" in m["content"] for m in result.messages if isinstance(m["content"], str))
+    await engine.drain()

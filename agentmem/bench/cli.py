@@ -289,12 +289,15 @@ def noisy(json_out: Path | None = typer.Option(None, "--json", help="Write the r
           calls: int = typer.Option(30, help="Session B's calls per phase."),
           history_turns: int = typer.Option(30, help="Session B's history."),
           pause: float = typer.Option(0.05, help="Seconds between B's calls."),
-          drain: bool = typer.Option(True, help="Wait for A's background work at the end.")):
+          drain: bool = typer.Option(True, help="Wait for A's background work at the end."),
+          as_tool: str | None = typer.Option(
+              None, help="A's text arrives as this tool's answer to a question (web_fetch: "
+              "an untrusted page), not as a user's paste.")):
     """The noisy neighbour in process: one session's hygiene latency alone and while another
     session's large paste is prepared and its after-reply work runs."""
     from agentmem.bench.noisy import run_noisy
 
-    emit("bench noisy", run_noisy(paste_mb, calls, history_turns, pause, drain), json_out)
+    emit("bench noisy", run_noisy(paste_mb, calls, history_turns, pause, drain, as_tool), json_out)
 
 
 @bench_app.command()

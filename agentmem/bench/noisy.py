@@ -7,7 +7,12 @@ agentmem alone. Session B makes ordinary calls on a 30+ turn history: first alon
 then while session A's paste is prepared and its after-reply work runs (noisy). The figures
 are B's hygiene latency (``report.latency_ms["hygiene"]``) quiet and noisy, and A's own.
 
-    agentmem bench noisy --paste-mb 1 --calls 30 [--json OUT]
+    agentmem bench noisy --paste-mb 1 --calls 30 [--as-tool web_fetch] [--json OUT]
+
+``--as-tool NAME``: A's text arrives as what its tool NAME returned (an agent that fetched a
+page: a user question, the assistant's call, the tool's answer) instead of a user's paste; a
+tool the policy does not trust (``web_*``, ``*search*``, ...) has its output checked for
+poison, on the call path when it can be read whole, else after the reply.
 """
 
 from __future__ import annotations
@@ -71,9 +76,20 @@ async def calls_of_b(hygiene: Any, session: str, history: list[dict[str, str]],
     return out
 
 
-async def paste_of_a(hygiene: Any, text: str) -> dict[str, Any]:
+def paste_messages(text: str, tool: str | None) -> list[dict[str, Any]]:
+    """A user's paste, or (``tool``) a question whose tool call returned the text."""
+    if tool is None:
+        return [{"role": "user", "content": text}]
+    call = {"id": "call_a", "type": "function",
+            "function": {"name": tool, "arguments": '{"url": "https://example.org/page"}'}}
+    return [{"role": "user", "content": "What does the page say about the harbour?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_a", "content": text}]
+
+
+async def paste_of_a(hygiene: Any, text: str, tool: str | None = None) -> dict[str, Any]:
     """Session A's call with the paste; its report's latency and warnings."""
-    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
+    body = {"model": "gpt-4o", "messages": paste_messages(text, tool)}
     async with hygiene.call(body, session_id=f"noisy-a-{uuid.uuid4().hex[:8]}") as call:
         await call.finish({"role": "assistant", "content": "Thanks, I have read it."})
     report = call.report
@@ -90,7 +106,7 @@ def summary(calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def measure(paste_mb: float, calls: int, history_turns: int, pause: float,
-                  drain: bool = True) -> dict[str, Any]:
+                  drain: bool = True, tool: str | None = None) -> dict[str, Any]:
     from agentmem import Hygiene
     from agentmem.config import Settings
     from agentmem.models.runtime import favour_latency, freeze_startup_objects
@@ -115,7 +131,7 @@ async def measure(paste_mb: float, calls: int, history_turns: int, pause: float,
             turn += calls
             text = paste(paste_mb)
             started = time.perf_counter()
-            a_task = asyncio.ensure_future(paste_of_a(hygiene, text))
+            a_task = asyncio.ensure_future(paste_of_a(hygiene, text, tool))
             await asyncio.sleep(0.05)  # A's call is under way
             noisy = await calls_of_b(hygiene, session, history, rng, calls, turn, pause)
             a = await a_task
@@ -128,11 +144,11 @@ async def measure(paste_mb: float, calls: int, history_turns: int, pause: float,
         finally:
             hygiene.connector.close()
     ratio = summary(noisy)["p99_ms"] / summary(quiet)["p99_ms"]
-    return {"paste_chars": len(text), "b_history_turns": history_turns,
+    return {"paste_chars": len(text), "paste_as": tool or "user", "b_history_turns": history_turns,
             "b_quiet": summary(quiet), "b_noisy": summary(noisy), "b_p99_ratio": round(ratio, 2),
             "a": a}
 
 
 def run_noisy(paste_mb: float = 1.0, calls: int = 30, history_turns: int = 30,
-              pause: float = 0.05, drain: bool = True) -> dict[str, Any]:
-    return asyncio.run(measure(paste_mb, calls, history_turns, pause, drain=drain))
+              pause: float = 0.05, drain: bool = True, tool: str | None = None) -> dict[str, Any]:
+    return asyncio.run(measure(paste_mb, calls, history_turns, pause, drain=drain, tool=tool))

@@ -100,6 +100,9 @@ class Channels:
     after-reply hooks): a reply that adds no statement (a tool call) leaves the same ones.
     ``step_records``: per stage, its record of the agent step that changed on this call
     (state/steps.py); the call's commit keeps them beside the session for other workers.
+    ``corpus_from``: the first history position this call added to the session's corpus, and
+    ``embedded``: the new sentences it has embedded (or taken from the query's prefetch) on its
+    path, the stages together, against the corpus's ``call_budget`` (state/corpus.py).
     """
 
     excluded_spans: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
@@ -107,6 +110,11 @@ class Channels:
     function_call: Any = None
     poison_checked: int | None = None
     step_records: dict[str, StepOutcome | StepOffer] = field(default_factory=dict)
+    corpus_from: int | None = None
+    embedded: int = 0
+
+    def added_from(self, position: int) -> None:
+        self.corpus_from = position if self.corpus_from is None else min(self.corpus_from, position)
 
 
 @dataclass
@@ -134,12 +142,13 @@ class StageContext:
             stored = (await self.store.active_ids(self.session))[: self.stored_positions]
         return (stored + [self.next_turn_id + k for k in range(max(0, upto - len(stored)))])[:upto]
 
-    async def corpus(self, upto: int, *, vectors: bool = True) -> Corpus:
+    async def corpus(self, upto: int, *, vectors: bool = True, whole: bool = False) -> Corpus:
         """The session's sentences of history[:upto], with vectors (the engine's cache).
 
         ``vectors=False``: a stage that reads text only (rules) does not make the call embed
-        new sentences; rows still without a vector are embedded in the background."""
-        return await self.state.corpora.corpus_for(self, upto, vectors=vectors)
+        new sentences; rows still without a vector are embedded in the background.
+        ``whole``: vectors only if every row can have one within the call's budget."""
+        return await self.state.corpora.corpus_for(self, upto, vectors=vectors, whole=whole)
 
     async def query_vector(self, text: str) -> np.ndarray:
         """The embedding of a query text (memoised; prefetched when a stage asked early)."""

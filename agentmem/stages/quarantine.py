@@ -81,8 +81,11 @@ class QuarantineStage(Stage):
         # message) runs the rules on text and embeds nothing here.
         client_claims = settings.poison and any(
             m.get("role") in {"assistant", "tool"} for m in history[context.stored_positions:])
-        corpus = await context.corpus(
-            len(history), vectors=client_claims or bool(settings.clash and settings.call_path_candidates))
+        # The poison check reads every sentence with its vector or runs after the reply: past
+        # the call's budget (a 300,000-character web page) embedding part of it would be work
+        # spent for nothing on the call path (~0.5 s on two cores), so it is all or none.
+        nli = bool(settings.clash and settings.call_path_candidates)
+        corpus = await context.corpus(len(history), vectors=client_claims or nli, whole=not nli)
         statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
         turn_ids = await context.turn_ids(len(history))
         scope = Scope(statements, [], turn_ids, records, settings,

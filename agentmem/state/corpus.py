@@ -8,8 +8,10 @@ postings). Entries are validated by chain hash: a corpus is reused only when the
 history still starts with exactly the turns it covers, so a cache hit can never be stale.
 One ``CorpusCache`` per engine, bounded in bytes.
 
-Model work on the call path is bounded: a call embeds at most ``call_budget`` new sentences
-(the newest first: the current turn's are what the stages check now). Rows past the budget
+Model work on the call path is bounded: a call embeds at most ``call_budget`` new sentences,
+all of its stages together, each stage's request the newest first among the rows it asked for
+(the prune stage's older turns; the quarantine's whole history, and then all or none, since its
+poison check reads every sentence or waits for the reply). Rows past the budget
 have no vector yet (``Corpus.embedded`` is False; stages score them without it and say so),
 and a background fill per session embeds them at low priority, in chunks, so a later call
 finds them here; after the reply, ``turn_vectors`` hands them to the store. A call never
@@ -133,9 +135,17 @@ class CorpusCache:
         self._cache: OrderedDict[str, Corpus] = OrderedDict()
         self._fills: dict[str, asyncio.Task[None]] = {}
 
-    async def corpus_for(self, context: StageContext, upto: int, *, vectors: bool = True) -> Corpus:
+    async def corpus_for(self, context: StageContext, upto: int, *, vectors: bool = True,
+                         whole: bool = False) -> Corpus:
         """The corpus of history[:upto], extended (or rebuilt on divergence) as needed; with
-        ``vectors=False`` the call embeds nothing (new rows wait for the background fill)."""
+        ``vectors=False`` the call embeds nothing (new rows wait for the background fill).
+
+        With ``vectors``, the rows this call added (``Channels.corpus_from`` on) that
+        history[:upto] holds get their vectors within what is left of the call's budget, the
+        newest first; a stage that asks for fewer positions (the prune stage: the older turns)
+        gets its own rows embedded, not the newest turn's that it never scores. ``whole``:
+        only if that leaves no row of history[:upto] without one (a check that reads every
+        sentence or none: a 300,000-character web page is not half-embedded for nothing)."""
         if not context.chains:  # the store is off: hash here (the store path hashed at ingest)
             context.chains = chain_hashes(context.history)
         key, chains = _cache_key(context), context.chains
@@ -151,17 +161,52 @@ class CorpusCache:
                 # prefix (its tokens and vectors are the expensive part), rebuild the rest.
                 corpus = cache[key] = _truncated(corpus, _shared_prefix(corpus, chains))
             cache.move_to_end(key)
-            if corpus.covered >= upto:
-                return self._filled(key, corpus)
-            start = corpus.covered
-            rows = await self._new_rows(context, start, upto, vectors)
-            if corpus.covered == start and cache.get(key) is corpus:
+            if corpus.covered < upto:
+                start = corpus.covered
+                rows = await self._new_rows(context, start, upto)
+                if corpus.covered != start or cache.get(key) is not corpus:
+                    continue
                 _append(corpus, rows, chains[start:upto])
+                context.channels.added_from(start)
                 self._evict()
-                return self._filled(key, corpus)
+            if vectors:
+                await self._embed_added(context, corpus, upto, whole)
+            return self._filled(key, corpus)
         corpus = Corpus()  # persistent contention: a private corpus, correct if not cached
-        _append(corpus, await self._new_rows(context, 0, upto, vectors), chains[:upto])
+        _append(corpus, await self._new_rows(context, 0, upto), chains[:upto])
+        context.channels.added_from(0)
+        if vectors:
+            await self._embed_added(context, corpus, upto, whole)
         return corpus
+
+    async def _embed_added(self, context: StageContext, corpus: Corpus, upto: int,
+                           whole: bool = False) -> None:
+        """Vectors for the rows of history[:upto] this call added and still lacking one,
+        within what is left of the call's budget (``call_budget`` sentences a call, all of
+        its stages together), the newest turns first (what the stages check now; older turns
+        are usually stored with vectors); the rest is the background fill's. In the
+        background (after the reply) rows were embedded as they were added."""
+        first = context.channels.corpus_from
+        if is_background() or first is None or first >= min(upto, corpus.covered):
+            return
+        lo, hi = corpus.rows_of[first].start, corpus.rows_of[min(upto, corpus.covered) - 1].stop
+        missing = (np.flatnonzero(~corpus.embedded[lo:hi]) + lo).tolist()
+        if not missing:
+            return
+        room = max(self.call_budget - context.channels.embedded, 0)
+        if whole and (len(missing) > room or not corpus.embedded[:lo].all()):
+            return
+        self.queries.ready_or_raise()
+        now = sorted(missing, key=lambda row: -int(corpus.position[row]))[:room]
+        texts = [corpus.embedding_text(row) for row in now]
+        context.channels.embedded += len(now)
+        for row, text, vector in zip(now, texts, await embed(self.queries.embedder.encode, texts)):
+            if vector is not None:
+                _patch(corpus, row, text, vector)
+        if len(missing) > len(now):
+            context.report.warnings.append(
+                f"{context.run.stage}: {len(missing) - len(now):,} new sentences past the call's "
+                f"embedding budget ({self.call_budget}); embedding them in the background")
 
     def _filled(self, key: str, corpus: Corpus) -> Corpus:
         """The corpus; rows it lacks vectors for are embedded in the background (one fill
@@ -241,11 +286,11 @@ class CorpusCache:
             _, oldest = self._cache.popitem(last=False)
             total -= oldest.nbytes
 
-    async def _new_rows(self, context: StageContext, start: int, upto: int,
-                        embed_now: bool = True) -> _Rows:
+    async def _new_rows(self, context: StageContext, start: int, upto: int) -> _Rows:
         """The rows of history[start:upto]: text work (sentences, terms, token counts) off the
-        event loop when it is large, vectors from the store, the prefetch, or the embedder
-        within the call's budget (the rest left to the background fill)."""
+        event loop when it is large, vectors from the store or the query's prefetch (each
+        taken from the call's budget); in the background (after the reply) the rest are
+        embedded here, on the call path within the budget once added (``_embed_added``)."""
         history = context.history
         stored = await _stored_vectors(context, start, upto)
         if sum(len(text_of(history[p])) for p in range(start, upto)) > OFF_LOOP_CHARS:
@@ -253,25 +298,17 @@ class CorpusCache:
         else:
             rows = _text_rows(history, start, upto)
         vectors = _stored_rows(rows, stored, start)
-        spent = 0
         for i, vector in enumerate(vectors):  # the newest message's sentences were prefetched
             if vector is None:
                 found = await self.queries.prefetched(rows.embedding_text(i))
                 if found is not None:
-                    vectors[i], spent = found, spent + 1
-        missing = [i for i, v in enumerate(vectors) if v is None]
-        if missing and embed_now:
-            self.queries.ready_or_raise()
-        room = self.call_budget - spent if embed_now else 0
-        now = missing if is_background() else _newest_first(missing, rows.position, room)
-        fresh = await embed(self.queries.embedder.encode, [rows.embedding_text(i) for i in now])
-        for i, row in zip(now, fresh):
-            vectors[i] = row
-        left = sum(v is None for v in vectors)
-        if left and embed_now and not is_background():
-            context.report.warnings.append(
-                f"{context.run.stage}: {left:,} new sentences past the call's embedding budget "
-                f"({self.call_budget}); embedding them in the background")
+                    vectors[i] = found
+                    context.channels.embedded += 1
+        if is_background():
+            missing = [i for i, v in enumerate(vectors) if v is None]
+            fresh = await embed(self.queries.embedder.encode, [rows.embedding_text(i) for i in missing])
+            for i, row in zip(missing, fresh):
+                vectors[i] = row
         for i, vector in enumerate(vectors):
             if vector is not None:
                 rows.vectors[i] = vector
@@ -376,12 +413,6 @@ def _stored_rows(rows: _Rows, stored: dict[int, np.ndarray], start: int) -> list
         usable = cached is not None and cached.shape[0] == count
         out.extend(cached[k] if usable and cached is not None else None for k in range(count))
     return out
-
-
-def _newest_first(missing: list[int], positions: list[int], room: int) -> list[int]:
-    """The rows a call embeds itself: the newest turns' first (what the stages check now;
-    older turns are usually stored with vectors), at most ``room``."""
-    return sorted(missing, key=lambda i: -positions[i])[:max(room, 0)]
 
 
 def _patch(corpus: Corpus, row: int, text: str, vector: np.ndarray) -> None:
