@@ -5,6 +5,8 @@ times ``context_fraction``, or ``max_prompt_tokens``), older units are chosen gr
 relevance to the query minus an MMR redundancy penalty (similarity to what is already
 chosen), until the budget is full. System messages, the recent window and the current step
 are always kept; kept messages never change order; tool-call units go whole or not at all.
+When those kept turns alone are over the budget, their largest tool outputs are cut to fit
+(``overflow.fit_tool_outputs``: a page larger than the model's window).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from agentmem.models.embedder import from_bytes
 from agentmem.models.runtime import embed
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, OutgoingMessage, Stage, StageContext
+from agentmem.stages.overflow import fit_tool_outputs
 
 
 class BudgetSettings(BaseModel):
@@ -79,6 +82,17 @@ class BudgetStage(Stage):
             pinned = any(m.role in {"system", "developer"} or m.index >= protected_from for m in unit)
             (fixed if pinned else optional).append(number)
         remaining = budget - sum(cost[n] for n in fixed) - tools_tokens(draft.tools)
+        if remaining < 0:  # the turns that always go out are over on their own
+            always = [m for n in fixed for m in units[n]]
+            still = fit_tool_outputs(draft, context, always, {m.index: tokens(m) for m in always},
+                                     -remaining, budget)
+            if still:
+                context.report.warnings.append(
+                    f"budget: the system prompt, the recent turns and the current step are "
+                    f"{still:,} tokens over the prompt budget of {budget} with every tool output "
+                    "cut as far as it goes; sent as they are")
+            remaining = -still
+            units = draft.units()  # the cut copies, for the older units dropped below
         vectors, known = await self._vectors([units[n] for n in optional], query_of(history),
                                              context)
         query_vector, unit_vectors = vectors[0], vectors[1:]

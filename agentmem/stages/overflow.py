@@ -1,0 +1,131 @@
+"""When the turns the budget stage may not drop are over the prompt budget on their own.
+
+The recent window and the current agent step always go out (the prune stage keeps them
+verbatim, the budget stage drops older units only), so an agent that fetched a page larger
+than the model's window (a 300,000-character web page is ~70,000 tokens) used to send it
+whole and have the provider refuse the call. Here the largest tool outputs of those turns are
+cut until the request fits: the sentences (a JSON answer's records) sharing the most words
+with the user's message stay, in their order, the rest go, each cut reported as the prune
+stage reports its own. BM25, no model: the page arrived with this call, its sentences have no
+vector yet, and reading ~3,000 sentences with the pruner takes minutes on a CPU. A text that
+shares no word with the message keeps its beginning. A user's or the system's message is
+never cut: the output fits as far as tool outputs can make it, and the report says what is
+still over.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agentmem.conversation import last_user_index
+from agentmem.ingest import message_tokens
+from agentmem.lexical import relative_bm25
+from agentmem.messages import text_of
+from agentmem.report import Action, Decision
+from agentmem.stages.base import Draft, OutgoingMessage, StageContext
+from agentmem.structured import JsonLayout, tool_layout
+from agentmem.text import count_tokens, kept_text, split_sentences
+from agentmem.text_kinds import text_kind
+
+MIN_OUTPUT_TOKENS = 200  # outputs smaller than this are never cut: there is little to gain
+
+
+def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[OutgoingMessage],
+                     tokens: dict[int, int], over: int, budget: int) -> int:
+    """Cut the largest tool outputs among ``pinned`` (the messages that must go out) by
+    ``over`` tokens in all, largest first; ``tokens``: each one's count. Returns what is still
+    over (0 when it fits)."""
+    history = context.history
+    last = last_user_index(history)
+    query = text_of(history[last]) if last is not None else ""
+    outputs = sorted((m for m in pinned if m.role == "tool" and isinstance(m.message.get("content"), str)
+                      and tokens[m.index] >= MIN_OUTPUT_TOKENS), key=lambda m: -tokens[m.index])
+    for message in outputs:
+        if over <= 0:
+            break
+        reading = _Reading.of(message.message["content"], query)
+        if reading is None:
+            continue
+        before = tokens[message.index]
+        allowed = before - over
+        allowed -= allowed // 100  # sentences counted alone sum to a little less than the text
+        for _ in range(4):
+            cut = reading.cut(message.message, max(allowed, MIN_OUTPUT_TOKENS // 2))
+            if cut is None or before - cut.tokens >= over or allowed <= MIN_OUTPUT_TOKENS // 2:
+                break
+            allowed -= over - (before - cut.tokens)
+        if cut is None:
+            continue
+        context.run.decisions.append(_decision(message.index, cut, budget))
+        over -= before - cut.tokens
+        draft.replace_messages({message.index: cut.message}, {message.index: cut.tokens})
+    return max(over, 0)
+
+
+@dataclass
+class _Cut:
+    message: dict[str, Any]  # the cut copy
+    tokens: int
+    removed: list[tuple[tuple[int, int], float]]  # each span left out, with its score
+    json: bool
+
+
+@dataclass
+class _Reading:
+    """A tool output's sentences (a JSON answer's rows), each one's tokens and its score for
+    the query: the query's words (BM25 within the output), then the earlier sentence."""
+
+    text: str
+    layout: JsonLayout | None
+    spans: list[tuple[int, int]]
+    units: list[bool]  # False: a JSON answer's frame, which goes with what holds it
+    costs: list[int]
+    order: list[int]  # rows, best first
+    score: np.ndarray
+
+    @classmethod
+    def of(cls, text: str, query: str) -> _Reading | None:
+        layout = tool_layout(text)
+        spans = ([(a, b) for a, b in layout.spans] if layout is not None
+                 else [(s.start, s.end) for s in split_sentences(text)])
+        if len(spans) < 2:
+            return None
+        units = [kind != "frame" for kind in layout.kinds] if layout is not None else [True] * len(spans)
+        pieces = [text[a:b] for a, b in spans]
+        score = relative_bm25(query, pieces) - 1e-6 * np.arange(len(pieces)) / len(pieces)
+        return cls(text, layout, spans, units, [count_tokens(piece) for piece in pieces],
+                   np.argsort(-score, kind="stable").tolist(), score)
+
+    def cut(self, message: dict[str, Any], allowed: int) -> _Cut | None:
+        """The message with its best sentences within ``allowed`` tokens, or None when
+        nothing would be left out."""
+        keep = [not unit for unit in self.units]
+        room = allowed - sum(cost for cost, kept in zip(self.costs, keep) if kept)
+        for row in self.order:
+            if self.units[row] and self.costs[row] <= room:
+                keep[row] = True
+                room -= self.costs[row]
+        if all(keep):
+            return None
+        if not any(k and unit for k, unit in zip(keep, self.units)):
+            keep[next(row for row in self.order if self.units[row])] = True
+        removed = [(span, float(self.score[row])) for row, (span, kept, unit)
+                   in enumerate(zip(self.spans, keep, self.units)) if unit and not kept]
+        content = (self.layout.keep(keep) if self.layout is not None
+                   else kept_text(self.text, self.spans, keep, mark_gaps=text_kind(self.text) == "machine"))
+        cut = {**message, "content": content}
+        return _Cut(cut, message_tokens(cut), removed, self.layout is not None)
+
+
+def _decision(index: int, cut: _Cut, budget: int) -> Decision:
+    return Decision.model_construct(
+        action=Action.PRUNE_SPANS, message_index=index, position=index, span=None, tool=None,
+        detail={"format": "json"} if cut.json else {},
+        reason=(f"the turns that always go out are over the prompt budget of {budget} tokens; "
+                "shares the fewest words with the user's message"),
+        score=max(s for _, s in cut.removed), spans=[span for span, _ in cut.removed],
+        span_scores=[s if math.isfinite(s) else 0.0 for _, s in cut.removed])

@@ -1,0 +1,101 @@
+"""Turns that always go out but are over the prompt budget on their own (agentmem/stages/overflow.py).
+
+An agent that fetched a page larger than the model's window used to send it whole and have
+the provider refuse the call. Real parts: the engine with the `default` stages on an embedded
+Redis, MiniLM; the budget given as `max_prompt_tokens` (what the model's window sets otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+
+import pytest
+
+from agentmem import Hygiene
+from agentmem.config import Settings
+from agentmem.policy import load_policy, policy_from_dict
+from agentmem.store import SessionHandle
+
+WORDS = ("harbour kettle station meeting migration snapshot supplier warehouse pallet audit river "
+         "garden ticket payment holiday violin recipe engine bridge lantern market signal").split()
+FACT = "The lighthouse keeper Ada Lovelock painted the ferry green in 1921."
+
+
+@pytest.fixture(scope="module")
+def hygiene(data_dir):
+    engine = Hygiene("default", settings=Settings(data_dir=data_dir))
+    yield engine
+    engine.connector.close()
+
+
+def _policy(max_prompt_tokens: int):
+    settings = load_policy("default").model_dump()
+    settings.update(name=f"overflow-{max_prompt_tokens}", budget={"max_prompt_tokens": max_prompt_tokens})
+    return policy_from_dict(settings)
+
+
+def _page(sentences: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    lines = [f"Paragraph {i} is about the " + " ".join(rng.choice(WORDS) for _ in range(16)) + "."
+             for i in range(sentences)]
+    lines[sentences * 2 // 3] = FACT
+    return " ".join(lines)
+
+
+def _step(question: str, name: str, output: str) -> list[dict]:
+    call = {"id": "f1", "type": "function", "function": {"name": name, "arguments": '{"q": "ferry"}'}}
+    return [{"role": "system", "content": "You are a research assistant."},
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "f1", "content": output}]
+
+
+async def test_a_page_over_the_models_window_is_cut_to_fit_and_kept_whole_in_the_store(hygiene):
+    session = f"of-{uuid.uuid4().hex[:8]}"
+    page = _page(400)
+    history = _step("Who painted the ferry green, and when?", "web_fetch", page)
+    result = await hygiene.apply(history, session_id=session, policy=_policy(1500))
+    report = result.report
+    assert report.tokens_before > 5000 and report.tokens_after <= 1500
+    assert not any(w.startswith("budget:") for w in report.warnings), report.warnings
+    assert [m["role"] for m in result.messages] == ["system", "user", "assistant", "tool"]
+    sent = result.messages[-1]["content"]
+    assert FACT in sent and len(sent) < len(page) / 3
+    assert result.messages[1] == history[1]  # the user's message goes out as sent
+    cuts = [d for run in report.stages for d in run.decisions if d.action == "prune_spans"]
+    assert len(cuts) == 1 and cuts[0].message_index == 3 and "prompt budget of 1500" in cuts[0].reason
+    # nothing is deleted: the stored turn is the page the tool returned
+    turns = await hygiene.store().active_turns(SessionHandle(hygiene.tenant, session))
+    assert turns[-1].message["content"] == page
+    # within the budget the same page goes out whole
+    whole = await hygiene.apply(history, session_id=f"of-{uuid.uuid4().hex[:8]}", policy=_policy(100_000))
+    assert whole.messages[-1]["content"] == page
+    await hygiene.drain()
+
+
+async def test_a_json_answer_over_the_window_keeps_whole_records_and_parses(hygiene):
+    rng = random.Random(4)
+    results = [{"title": f"Result {i}", "url": f"https://example.org/{i}",
+                "snippet": " ".join(rng.choice(WORDS) for _ in range(40))} for i in range(150)]
+    results[97]["snippet"] = FACT
+    answer = json.dumps({"query": "ferry", "results": results})
+    history = _step("Who painted the ferry green?", "web_search", answer)
+    result = await hygiene.apply(history, session_id=f"of-{uuid.uuid4().hex[:8]}", policy=_policy(1200))
+    assert result.report.tokens_after <= 1200 < result.report.tokens_before
+    sent = json.loads(result.messages[-1]["content"])  # still parses
+    assert sent["query"] == "ferry" and 0 < len(sent["results"]) < 150
+    assert {"title": "Result 97", "url": "https://example.org/97", "snippet": FACT} in sent["results"]
+    assert all(record in results for record in sent["results"])  # whole records, verbatim
+    await hygiene.drain()
+
+
+async def test_a_users_own_paste_over_the_window_is_sent_as_is_and_said(hygiene):
+    paste = _page(300, seed=1)
+    history = [{"role": "user", "content": "Summarise this: " + paste}]
+    result = await hygiene.apply(history, session_id=f"of-{uuid.uuid4().hex[:8]}", policy=_policy(1000))
+    assert result.messages == history
+    assert any(w.startswith("budget: ") and "over the prompt budget of 1000" in w
+               for w in result.report.warnings), result.report.warnings
+    await hygiene.drain()
