@@ -99,3 +99,20 @@ async def test_a_users_own_paste_over_the_window_is_sent_as_is_and_said(hygiene)
     assert any(w.startswith("budget: ") and "over the prompt budget of 1000" in w
                for w in result.report.warnings), result.report.warnings
     await hygiene.drain()
+
+
+def test_through_the_proxy_the_provider_gets_a_request_that_fits(client, received, policy_dir,
+                                                                 session_id):
+    """The real openai client and proxy, the loopback echo upstream as the provider."""
+    (policy_dir / "overflow-proxy.yaml").write_text(
+        "name: overflow-proxy\nextends: default\nbudget:\n  max_prompt_tokens: 1500\n")
+    page = _page(400, seed=2)
+    reply = client.chat.completions.with_raw_response.create(
+        model="echo", messages=_step("Who painted the ferry green, and when?", "web_fetch", page),
+        extra_headers={"X-Session-Id": session_id, "X-Agentmem-Policy": "overflow-proxy"})
+    assert int(reply.headers["x-agentmem-tokens-after"]) <= 1500
+    [sent] = received.requests()
+    output = sent["messages"][-1]
+    assert output["role"] == "tool" and output["tool_call_id"] == "f1"
+    assert FACT in output["content"] and len(output["content"]) < len(page) / 3
+    assert sent["messages"][-2]["tool_calls"][0]["id"] == "f1"  # the call goes with its answer
