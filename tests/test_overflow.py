@@ -116,3 +116,16 @@ def test_through_the_proxy_the_provider_gets_a_request_that_fits(client, receive
     assert output["role"] == "tool" and output["tool_call_id"] == "f1"
     assert FACT in output["content"] and len(output["content"]) < len(page) / 3
     assert sent["messages"][-2]["tool_calls"][0]["id"] == "f1"  # the call goes with its answer
+
+
+async def test_a_json_page_in_one_field_is_cut_by_its_sentences_and_parses(hygiene):
+    """One record whose text field holds the page: its sentences are what is chosen among
+    (agentmem.structured), so the cut keeps the record's frame and still parses."""
+    page = _page(150, seed=3)
+    answer = json.dumps({"title": "Ferry log", "text": page})
+    history = _step("Who painted the ferry green?", "web_fetch", answer)
+    result = await hygiene.apply(history, session_id=f"of-{uuid.uuid4().hex[:8]}", policy=_policy(600))
+    assert result.report.tokens_after <= 600 < result.report.tokens_before
+    sent = json.loads(result.messages[-1]["content"])
+    assert sent["title"] == "Ferry log" and FACT in sent["text"] and len(sent["text"]) < len(page) / 3
+    await hygiene.drain()

@@ -89,8 +89,8 @@ class BudgetStage(Stage):
             if still:
                 context.report.warnings.append(
                     f"budget: the system prompt, the recent turns and the current step are "
-                    f"{still:,} tokens over the prompt budget of {budget} with every tool output "
-                    "cut as far as it goes; sent as they are")
+                    f"{still:,} tokens over the prompt budget of {budget} with their tool outputs "
+                    "cut as far as they go; sent as they are")
             remaining = -still
             units = draft.units()  # the cut copies, for the older units dropped below
         vectors, known = await self._vectors([units[n] for n in optional], query_of(history),

@@ -15,7 +15,6 @@ still over.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,7 @@ from agentmem.lexical import relative_bm25
 from agentmem.messages import text_of
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, OutgoingMessage, StageContext
-from agentmem.structured import JsonLayout, tool_layout
+from agentmem.structured import JsonLayout, parses_as_json, tool_layout
 from agentmem.text import count_tokens, kept_text, split_sentences
 from agentmem.text_kinds import text_kind
 
@@ -90,6 +89,8 @@ class _Reading:
     @classmethod
     def of(cls, text: str, query: str) -> _Reading | None:
         layout = tool_layout(text)
+        if layout is None and parses_as_json(text):
+            return None  # JSON with nothing to choose among: cut by sentences it would not parse
         spans = ([(a, b) for a, b in layout.spans] if layout is not None
                  else [(s.start, s.end) for s in split_sentences(text)])
         if len(spans) < 2:
@@ -109,10 +110,10 @@ class _Reading:
             if self.units[row] and self.costs[row] <= room:
                 keep[row] = True
                 room -= self.costs[row]
+        if not any(k and unit for k, unit in zip(keep, self.units)):  # the best one at least
+            keep[next(row for row in self.order if self.units[row])] = True
         if all(keep):
             return None
-        if not any(k and unit for k, unit in zip(keep, self.units)):
-            keep[next(row for row in self.order if self.units[row])] = True
         removed = [(span, float(self.score[row])) for row, (span, kept, unit)
                    in enumerate(zip(self.spans, keep, self.units)) if unit and not kept]
         content = (self.layout.keep(keep) if self.layout is not None
@@ -128,4 +129,4 @@ def _decision(index: int, cut: _Cut, budget: int) -> Decision:
         reason=(f"the turns that always go out are over the prompt budget of {budget} tokens; "
                 "shares the fewest words with the user's message"),
         score=max(s for _, s in cut.removed), spans=[span for span, _ in cut.removed],
-        span_scores=[s if math.isfinite(s) else 0.0 for _, s in cut.removed])
+        span_scores=[s for _, s in cut.removed])
