@@ -129,3 +129,17 @@ async def test_a_json_page_in_one_field_is_cut_by_its_sentences_and_parses(hygie
     sent = json.loads(result.messages[-1]["content"])
     assert sent["title"] == "Ferry log" and FACT in sent["text"] and len(sent["text"]) < len(page) / 3
     await hygiene.drain()
+
+
+async def test_the_sentence_after_the_one_with_the_questions_words_comes_along(hygiene):
+    """The answer often follows the sentence that names what was asked ("... painted the ferry
+    green." / "She was the keeper's daughter, Ada Lovelock."), sharing none of its words."""
+    sentences = _page(400, seed=6).split(". ")
+    sentences[300] = "In the spring someone painted the ferry green"
+    sentences[301] = "It was the keeper's daughter, Ada Lovelock, with a borrowed brush"
+    page = ". ".join(sentences)
+    history = _step("Who painted the ferry green?", "web_fetch", page)
+    result = await hygiene.apply(history, session_id=f"of-{uuid.uuid4().hex[:8]}", policy=_policy(1500))
+    sent = result.messages[-1]["content"]
+    assert "painted the ferry green" in sent and "Ada Lovelock, with a borrowed brush" in sent
+    await hygiene.drain()

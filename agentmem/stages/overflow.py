@@ -76,7 +76,8 @@ class _Cut:
 @dataclass
 class _Reading:
     """A tool output's sentences (a JSON answer's rows), each one's tokens and its score for
-    the query: the query's words (BM25 within the output), then the earlier sentence."""
+    the query: the query's words (BM25 within the output; a prose sentence also half of its
+    better neighbour's), then the earlier sentence."""
 
     text: str
     layout: JsonLayout | None
@@ -97,7 +98,10 @@ class _Reading:
             return None
         units = [kind != "frame" for kind in layout.kinds] if layout is not None else [True] * len(spans)
         pieces = [text[a:b] for a, b in spans]
-        score = relative_bm25(query, pieces) - 1e-6 * np.arange(len(pieces)) / len(pieces)
+        score = relative_bm25(query, pieces)
+        if layout is None:  # prose: the sentence after the one that names the question's words
+            score = _with_neighbours(score)  # often holds the answer (records stand alone)
+        score = score - 1e-6 * np.arange(len(pieces)) / len(pieces)
         return cls(text, layout, spans, units, [count_tokens(piece) for piece in pieces],
                    np.argsort(-score, kind="stable").tolist(), score)
 
@@ -120,6 +124,21 @@ class _Reading:
                    else kept_text(self.text, self.spans, keep, mark_gaps=text_kind(self.text) == "machine"))
         cut = {**message, "content": content}
         return _Cut(cut, message_tokens(cut), removed, self.layout is not None)
+
+
+NEIGHBOUR_SHARE = 0.5  # of the better neighbour's score a sentence is given at least
+
+
+def _with_neighbours(score: np.ndarray) -> np.ndarray:
+    """Each sentence scored at least ``NEIGHBOUR_SHARE`` of its better neighbour's score. A
+    long page cut to the sentences that share the question's words: SQuAD dev questions, each
+    paragraph among 30 others, cut to 5% / 10% / 20% of the tokens keep 0.885 / 0.916 / 0.938
+    of the answer sentences by BM25 alone, 0.932 / 0.963 / 0.988 with this (0.3 and 0.7 within
+    0.006; SQuAD train rows: 0.906 / 0.952 -> 0.919 / 0.961)."""
+    if len(score) < 2:
+        return score
+    beside = np.maximum(np.r_[0.0, score[:-1]], np.r_[score[1:], 0.0])
+    return np.maximum(score, NEIGHBOUR_SHARE * beside)
 
 
 def _decision(index: int, cut: _Cut, budget: int) -> Decision:
