@@ -24,11 +24,11 @@ from agentmem.conversation import last_user_index
 from agentmem.ingest import message_tokens
 from agentmem.lexical import relative_bm25
 from agentmem.messages import text_of
-from agentmem.report import Action, Decision
+from agentmem.report import Decision
 from agentmem.stages.base import Draft, OutgoingMessage, StageContext
+from agentmem.stages.prune import kept_content, spans_decision
 from agentmem.structured import JsonLayout, parses_as_json, tool_layout
-from agentmem.text import count_tokens, kept_text, split_sentences
-from agentmem.text_kinds import text_kind
+from agentmem.text import count_tokens, split_sentences
 
 MIN_OUTPUT_TOKENS = 200  # outputs smaller than this are never cut: there is little to gain
 
@@ -120,9 +120,7 @@ class _Reading:
             return None
         removed = [(span, float(self.score[row])) for row, (span, kept, unit)
                    in enumerate(zip(self.spans, keep, self.units)) if unit and not kept]
-        content = (self.layout.keep(keep) if self.layout is not None
-                   else kept_text(self.text, self.spans, keep, mark_gaps=text_kind(self.text) == "machine"))
-        cut = {**message, "content": content}
+        cut = {**message, "content": kept_content(self.text, self.spans, keep, self.layout)}
         return _Cut(cut, message_tokens(cut), removed, self.layout is not None)
 
 
@@ -142,10 +140,6 @@ def _with_neighbours(score: np.ndarray) -> np.ndarray:
 
 
 def _decision(index: int, cut: _Cut, budget: int) -> Decision:
-    return Decision.model_construct(
-        action=Action.PRUNE_SPANS, message_index=index, position=index, span=None, tool=None,
-        detail={"format": "json"} if cut.json else {},
-        reason=(f"the turns that always go out are over the prompt budget of {budget} tokens; "
-                "shares the fewest words with the user's message"),
-        score=max(s for _, s in cut.removed), spans=[span for span, _ in cut.removed],
-        span_scores=[s for _, s in cut.removed])
+    return spans_decision(index, cut.removed, f"the turns that always go out are over the prompt "
+                          f"budget of {budget} tokens; shares the fewest words with the user's "
+                          "message", cut.json)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -567,15 +568,28 @@ def _shrink(original: dict[str, Any], candidate: Candidate, keep: list[bool], sc
     removed = [(span, score) for span, k, score, unit in zip(candidate.spans, keep, scores, removable)
                if unit and not k and math.isfinite(score)]
     if removed:
-        run.decisions.append(Decision.model_construct(  # trusted fields, built in bulk
-            action=Action.PRUNE_SPANS, message_index=candidate.index, position=candidate.index,
-            span=None, tool=None, detail={} if layout is None else {"format": "json"},
-            reason=reason, score=max(s for _, s in removed),
-            spans=[span for span, _ in removed], span_scores=[float(s) for _, s in removed]))
+        run.decisions.append(spans_decision(candidate.index, removed, reason, layout is not None))
+    return {**original, "content": kept_content(candidate.text, candidate.spans, keep, layout)}
+
+
+def spans_decision(index: int, removed: Sequence[tuple[tuple[int, int], float]], reason: str,
+                   json: bool) -> Decision:
+    """One ``prune_spans`` decision listing every span removed from a message, with its score
+    (the budget stage's overflow cut reports its own this way too)."""
+    return Decision.model_construct(  # trusted fields, built in bulk
+        action=Action.PRUNE_SPANS, message_index=index, position=index,
+        span=None, tool=None, detail={"format": "json"} if json else {},
+        reason=reason, score=max(s for _, s in removed),
+        spans=[span for span, _ in removed], span_scores=[float(s) for _, s in removed])
+
+
+def kept_content(text: str, spans: Sequence[tuple[int, int]], keep: Sequence[bool],
+                 layout: JsonLayout | None = None) -> str:
+    """A message's text with only its kept spans: a JSON answer by its layout (it still
+    parses), machine text with a mark at each cut, prose as the kept sentences."""
     if layout is not None:
-        return {**original, "content": layout.keep(keep)}
-    return {**original, "content": kept_text(candidate.text, candidate.spans, keep,
-                                             mark_gaps=text_kind(candidate.text) == "machine")}
+        return layout.keep(keep)
+    return kept_text(text, spans, keep, mark_gaps=text_kind(text) == "machine")
 
 
 def _transcript(candidates: list[Candidate]) -> tuple[list[str], list[int]]:
