@@ -53,7 +53,7 @@ from agentmem.state import CacheLimits, EngineState
 from agentmem.state.steps import shared_records
 from agentmem.store import RedisConnector, SessionHandle, SessionStore, StoreUnavailable
 from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
-from agentmem.text import count_tokens
+from agentmem.text import OFF_LOOP_CHARS, count_tokens
 from agentmem.upstream import LitellmUpstream, Upstream
 from agentmem.validate import OutgoingInvalid, validate_outgoing
 
@@ -511,7 +511,7 @@ class Call:
             run, session=self.handle if stored else None, store=self.store if stored else None,
             stored_positions=self.prefix.matched if self.prefix else 0, chains=self.chains,
             next_turn_id=self.prefix.next_turn_id if self.prefix else 0,
-            channels=channels or Channels())
+            channels=channels or Channels(), new_turns=self.new_turns if stored else [])
 
     async def send(self) -> Any:
         """The clean request to the provider, through the engine's upstream."""
@@ -771,7 +771,7 @@ async def _turns_of(history: list[dict[str, Any]], chains: list[str], start: int
                    first_id: int) -> list[TurnRecord]:
     """``build_turns``, in a thread when the new text is large: splitting and counting a 1 MB
     paste is ~1 s of CPU that would stall every other session's call on this event loop."""
-    if sum(len(text_of(m)) for m in history[start:]) > 100_000:
+    if sum(len(text_of(m)) for m in history[start:]) > OFF_LOOP_CHARS:
         return await asyncio.to_thread(build_turns, history, chains, start, first_id)
     return build_turns(history, chains, start, first_id)
 

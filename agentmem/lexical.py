@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -28,14 +29,10 @@ while who whom why will with would you your yours yourself yourselves ll ve re s
 
 def terms(text: str) -> list[str]:
     """Lower-cased words without stopwords, with a light plural/verb-suffix fold."""
-    out = []
-    for word in _WORD.findall(text.lower()):
-        if word in STOPWORDS:
-            continue
-        out.append(_fold(word))
-    return out
+    return [_fold(word) for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
 
 
+@lru_cache(maxsize=1 << 16)  # a text's words repeat: a lookup is ~4x cheaper than the fold
 def _fold(word: str) -> str:
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -53,10 +50,16 @@ def relative_bm25(query: str, texts: list[str]) -> np.ndarray:
     the best (1.0 for the best match, 0.0 where no query term occurs). Within one passage a
     rare name the question shares marks its sentences better than any embedding: on the
     pruner's dev files it ranks the evidence above MiniLM cosine on three of five."""
-    index = BM25Index()
-    for text in texts:
-        index.add(terms(text))
-    scores = index.scores(terms(query))
+    return relative_bm25_of(terms(query), [terms(text) for text in texts])
+
+
+def relative_bm25_of(query_terms: list[str], documents: list[list[str]]) -> np.ndarray:
+    """``relative_bm25`` of texts already read into their ``terms``."""
+    wanted = set(query_terms)
+    index = BM25Index()  # the query's terms' postings only (the scores need no others)
+    for found in documents:
+        index.add([term for term in found if term in wanted], length=len(found))
+    scores = index.scores(list(wanted))
     best = float(scores.max()) if scores.size else 0.0
     return scores / best if best > 0 else scores
 
@@ -72,7 +75,8 @@ class BM25Index:
     def __len__(self) -> int:
         return len(self._lengths)
 
-    def add(self, document_terms: list[str]) -> int:
+    def add(self, document_terms: list[str], length: int | None = None) -> int:
+        """Add a document; ``length``: its length in terms, when only some are given."""
         number = len(self._lengths)
         counts: dict[str, int] = {}
         for term in document_terms:
@@ -81,7 +85,7 @@ class BM25Index:
             ids, tfs = self._postings.setdefault(term, ([], []))
             ids.append(number)
             tfs.append(count)
-        self._lengths.append(len(document_terms))
+        self._lengths.append(len(document_terms) if length is None else length)
         return number
 
     def extend(self, block: BM25Index) -> None:

@@ -42,9 +42,13 @@ class Span(NamedTuple):
     end: int
 
 
+OFF_LOOP_CHARS = 100_000  # text past this is read (split, counted, indexed) in a thread: up
+# to a second of CPU for 1 MB that would stall every other session's call on the event loop
+
+
 def split_sentences(text: str) -> list[Span]:
     """Split ``text`` into sentence spans; ``text[s.start:s.end]`` is the trimmed sentence."""
-    if len(text) >= 100_000:  # a paste: ingest and the corpus both split it (up to 1 s of
+    if len(text) >= OFF_LOOP_CHARS:  # a paste: ingest and the corpus both split it (up to 1 s of
         return list(_split_long(text))  # CPU for 1 MB on a loaded core), so split it once
     return _split(text)
 

@@ -252,6 +252,39 @@ async def test_a_page_past_the_budget_is_not_half_embedded_for_a_check_that_wait
     await engine.drain()
 
 
+async def test_a_page_whose_check_waits_is_read_after_the_reply(engine):
+    """Past the budget the page's poison check runs after the reply, and nothing else on the
+    call path reads the agent step's result: its ~200 sentences are not split, counted and
+    indexed on the call path either (~0.2 s at 300,000 characters), but after the reply."""
+    session = f"fair-i-{uuid.uuid4().hex[:8]}"
+    messages = [{"role": "user", "content": "I keep my boat at the north harbour."},
+                {"role": "assistant", "content": "Noted."}, *_fetched(_paste(200))]
+    async with engine.call({"model": "gpt-4o", "messages": messages}, session_id=session) as call:
+        assert any("the poison check runs after the reply" in w for w in call.report.warnings)
+        assert engine.state.corpora.covered(engine.tenant, session) == 3  # up to the question
+        assert call.outgoing["messages"][-1]["content"] == messages[-1]["content"]
+    await engine.drain()
+    assert engine.state.corpora.covered(engine.tenant, session) == len(messages)
+    assert engine.state.corpora.missing(engine.tenant, session) == 0
+    # the step's next result: the stored turns are read (they are the corpus already), not it
+    call2 = {"id": "w2", "type": "function",
+             "function": {"name": "web_fetch", "arguments": '{"url": "https://example.org/b"}'}}
+    more = [*messages, {"role": "assistant", "content": None, "tool_calls": [call2]},
+            {"role": "tool", "tool_call_id": "w2", "content": _paste(150)}]
+    async with engine.call({"model": "gpt-4o", "messages": more}, session_id=session) as call:
+        assert any("the poison check runs after the reply" in w for w in call.report.warnings)
+        assert engine.state.corpora.covered(engine.tenant, session) == len(messages)
+    await engine.drain()
+    assert engine.state.corpora.covered(engine.tenant, session) == len(more)
+    # a page within the budget is still read and checked on the call path
+    small = f"fair-j-{uuid.uuid4().hex[:8]}"
+    async with engine.call({"model": "gpt-4o", "messages": _fetched(_paste(20))},
+                           session_id=small) as call:
+        assert not call.report.warnings, call.report.warnings
+        assert engine.state.corpora.covered(engine.tenant, small) == 3
+    await engine.drain()
+
+
 async def test_the_budget_goes_to_the_older_turns_the_prune_stage_scores(engine):
     """A long history arriving whole (the first call through the proxy) is past the poison
     check's budget, so the call's budget goes to the older turns the first stage ranks,

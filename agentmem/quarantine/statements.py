@@ -50,6 +50,13 @@ def trust_class(source: str, patterns: list[str]) -> str:
     return source if source in {"system", "user", "assistant"} else "assistant"
 
 
+def bears_claims(source: str, text: str, patterns: list[str]) -> bool:
+    """Whether a turn's sentences are claims that need support (an assistant's, an untrusted
+    tool's, or third-party text a trusted tool relays): what the poison check reads."""
+    trust = trust_class(source, patterns)
+    return trust in {"assistant", "untrusted"} or (trust == "tool" and bool(_THIRD_PARTY.search(text)))
+
+
 @dataclass
 class Statements:
     """Row-aligned views of a corpus: position, span, text, vector, source, trust per sentence."""

@@ -134,6 +134,8 @@ class StageContext:
     chains: list[str] = field(default_factory=list)  # chain hash per position (ingest.chain_hashes)
     next_turn_id: int = 0  # history[stored_positions + k] will be stored as turn next_turn_id + k
     channels: Channels = field(default_factory=Channels)  # shared by the stages of one call
+    new_turns: list[TurnRecord] = field(default_factory=list)  # ingest's records of
+    # history[stored_positions:] (their sentence spans and token counts, counted once)
 
     async def turn_ids(self, upto: int) -> list[int]:
         """The turn id of each position < upto (stored ones from Redis, new ones as they will be)."""

@@ -60,9 +60,12 @@ class BudgetStage(Stage):
         history = context.history
         stored = await context.store.turn_tokens(context.session) if context.store else []
         stored = stored[: context.stored_positions]  # later stored turns may be a superseded branch
+        if len(stored) == context.stored_positions:  # and this call's new turns, counted at ingest
+            stored += [turn.tokens for turn in context.new_turns]
         # token counts made at ingest, or given by the stage that rewrote the message (prune
         # sums its kept sentences' counts); only the rest are counted here (at 2,000 turns,
-        # counting the ~650 pruned copies again cost ~10 ms a call)
+        # counting the ~650 pruned copies again cost ~10 ms a call; a 300,000-character page
+        # the call brings, ~40 ms)
         def tokens(m: OutgoingMessage) -> int:
             if m.message is history[m.index] and m.index < len(stored):
                 return stored[m.index]
@@ -84,7 +87,7 @@ class BudgetStage(Stage):
         remaining = budget - sum(cost[n] for n in fixed) - tools_tokens(draft.tools)
         if remaining < 0:  # the turns that always go out are over on their own
             always = [m for n in fixed for m in units[n]]
-            still = fit_tool_outputs(draft, context, always, {m.index: tokens(m) for m in always},
+            still = await fit_tool_outputs(draft, context, always, {m.index: tokens(m) for m in always},
                                      -remaining, budget)
             if still:
                 context.report.warnings.append(
@@ -93,6 +96,8 @@ class BudgetStage(Stage):
                     "cut as far as they go; sent as they are")
             remaining = -still
             units = draft.units()  # the cut copies, for the older units dropped below
+        if not optional:  # nothing to choose among: no query to embed
+            return
         vectors, known = await self._vectors([units[n] for n in optional], query_of(history),
                                              context)
         query_vector, unit_vectors = vectors[0], vectors[1:]

@@ -15,6 +15,7 @@ still over.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,22 +23,25 @@ import numpy as np
 
 from agentmem.conversation import last_user_index
 from agentmem.ingest import message_tokens
-from agentmem.lexical import relative_bm25
+from agentmem.lexical import relative_bm25_of, terms
 from agentmem.messages import text_of
+from agentmem.models.runtime import let_threads_run, yield_to_other_calls
 from agentmem.report import Decision
 from agentmem.stages.base import Draft, OutgoingMessage, StageContext
 from agentmem.stages.prune import kept_content, spans_decision
 from agentmem.structured import JsonLayout, parses_as_json, tool_layout
-from agentmem.text import count_tokens, split_sentences
+from agentmem.text import OFF_LOOP_CHARS, count_tokens, split_sentences
 
 MIN_OUTPUT_TOKENS = 200  # outputs smaller than this are never cut: there is little to gain
+YIELD_EVERY = 32  # sentences read between GIL hand-overs off the loop (as the session corpus)
 
 
-def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[OutgoingMessage],
-                     tokens: dict[int, int], over: int, budget: int) -> int:
+async def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[OutgoingMessage],
+                           tokens: dict[int, int], over: int, budget: int) -> int:
     """Cut the largest tool outputs among ``pinned`` (the messages that must go out) by
     ``over`` tokens in all, largest first; ``tokens``: each one's count. Returns what is still
-    over (0 when it fits)."""
+    over (0 when it fits). A large output is read in a thread that hands the GIL over as the
+    session corpus's does (~150 ms for 300,000 characters: other sessions' calls go on)."""
     history = context.history
     last = last_user_index(history)
     query = text_of(history[last]) if last is not None else ""
@@ -46,7 +50,9 @@ def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[OutgoingM
     for message in outputs:
         if over <= 0:
             break
-        reading = _Reading.of(message.message["content"], query)
+        text = message.message["content"]
+        reading = (await asyncio.to_thread(_Reading.of, text, query, True)
+                   if len(text) > OFF_LOOP_CHARS else _Reading.of(text, query))
         if reading is None:
             continue
         before = tokens[message.index]
@@ -88,7 +94,7 @@ class _Reading:
     score: np.ndarray
 
     @classmethod
-    def of(cls, text: str, query: str) -> _Reading | None:
+    def of(cls, text: str, query: str, off_loop: bool = False) -> _Reading | None:
         layout = tool_layout(text)
         if layout is None and parses_as_json(text):
             return None  # JSON with nothing to choose among: cut by sentences it would not parse
@@ -98,12 +104,18 @@ class _Reading:
             return None
         units = [kind != "frame" for kind in layout.kinds] if layout is not None else [True] * len(spans)
         pieces = [text[a:b] for a, b in spans]
-        score = relative_bm25(query, pieces)
+        words, costs = [], []
+        for number, piece in enumerate(pieces):
+            words.append(terms(piece))
+            costs.append(count_tokens(piece))
+            if off_loop and number % YIELD_EVERY == YIELD_EVERY - 1:
+                let_threads_run()
+                yield_to_other_calls()
+        score = relative_bm25_of(terms(query), words)
         if layout is None:  # prose: the sentence after the one that names the question's words
             score = _with_neighbours(score)  # often holds the answer (records stand alone)
         score = score - 1e-6 * np.arange(len(pieces)) / len(pieces)
-        return cls(text, layout, spans, units, [count_tokens(piece) for piece in pieces],
-                   np.argsort(-score, kind="stable").tolist(), score)
+        return cls(text, layout, spans, units, costs, np.argsort(-score, kind="stable").tolist(), score)
 
     def cut(self, message: dict[str, Any], allowed: int) -> _Cut | None:
         """The message with its best sentences within ``allowed`` tokens, or None when

@@ -30,7 +30,7 @@ from agentmem.quarantine.detectors import DETECTORS, PoisonDetector, Scope, clas
 from agentmem.quarantine.judge import Judge
 from agentmem.quarantine.records import QuarantineRecord, QuarantineStore
 from agentmem.quarantine.settings import QuarantineSettings
-from agentmem.quarantine.statements import Statements, statements_of
+from agentmem.quarantine.statements import Statements, bears_claims, statements_of
 from agentmem.quarantine.superseded import DETECTOR as SUPERSEDED
 from agentmem.quarantine.superseded import superseded_records
 from agentmem.report import Action, Decision
@@ -81,19 +81,36 @@ class QuarantineStage(Stage):
         # message) runs the rules on text and embeds nothing here.
         client_claims = settings.poison and any(
             m.get("role") in {"assistant", "tool"} for m in history[context.stored_positions:])
+        turn_ids = await context.turn_ids(len(history))
+        superseded = (superseded_records(history, turn_ids, since=context.stored_positions,
+                                         min_overlap=settings.supersede_overlap)
+                      if settings.clash and settings.supersede_repeated_calls
+                      and settings.resolution != "keep_both" else [])
         # The poison check reads every sentence with its vector or runs after the reply: past
         # the call's budget (a 300,000-character web page) embedding part of it would be work
-        # spent for nothing on the call path (~0.5 s on two cores), so it is all or none.
+        # spent for nothing on the call path (~0.5 s on two cores), so it is all or none; and
+        # then the turns after the user's message that nothing here reads (the agent step's
+        # tool results) are not even split and indexed now (~0.2 s): the reply's check does it.
+        upto = _read_upto(context, superseded) if client_claims else len(history)
+        tail_waits = upto < len(history)
         nli = bool(settings.clash and settings.call_path_candidates)
-        corpus = await context.corpus(len(history), vectors=client_claims or nli, whole=not nli)
-        statements = statements_of(corpus, history, len(history), settings.untrusted_tools)
-        turn_ids = await context.turn_ids(len(history))
+        corpus = await context.corpus(upto, vectors=(client_claims and not tail_waits) or nli,
+                                      whole=not nli)
+        statements = statements_of(corpus, history, upto, settings.untrusted_tools)
         scope = Scope(statements, [], turn_ids, records, settings,
                       encode=context.state.embedder.encode,
                       clause_budget=context.state.limits.call_path_sentences)
         fresh: list[QuarantineRecord] = []
         checked = False
-        if settings.poison and _unreviewed_claims(statements, context.stored_positions):
+        if tail_waits:
+            unread = sum(len(turn.sentences) for turn in context.new_turns
+                         if turn.position >= upto and bears_claims(
+                             turn.source, text_of(turn.message), settings.untrusted_tools))
+            if unread or _unreviewed_claims(statements, context.stored_positions):
+                context.report.warnings.append(
+                    f"quarantine: the client's {_new_sentences(context):,} new sentences are more "
+                    "than the call may embed; the poison check runs after the reply")
+        elif settings.poison and _unreviewed_claims(statements, context.stored_positions):
             if corpus.missing:  # a partial read would quarantine what the whole does not
                 context.report.warnings.append(
                     f"quarantine: {corpus.missing:,} sentences without a vector yet; the poison "
@@ -104,9 +121,7 @@ class QuarantineStage(Stage):
                 checked = not scope.warnings  # read whole, within the call's budget
         if settings.clash:
             fresh += await self._newest_user_clash(scope, history, context)
-            if settings.supersede_repeated_calls and settings.resolution != "keep_both":
-                fresh += superseded_records(history, turn_ids, since=context.stored_positions,
-                                            min_overlap=settings.supersede_overlap)
+            fresh += superseded
         if qstore and context.session:
             await qstore.add(context.session, fresh, ttl=context.policy.ttl_seconds)
             await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds)
@@ -264,6 +279,28 @@ def _placeholder(records: list[QuarantineRecord]) -> str:
                f"(quarantine record {ids})]"
     kinds = " and ".join(sorted({r.kind for r in records}))
     return f"[agentmem withheld this content ({kinds}; quarantine record {ids})]"
+
+
+def _new_sentences(context: StageContext) -> int:
+    """Sentences of the client's new turns (ingest split them; the corpus's rows are the same)."""
+    return sum(len(turn.sentences) for turn in context.new_turns)
+
+
+def _read_upto(context: StageContext, superseded: list[QuarantineRecord]) -> int:
+    """How much of the history the stage reads on this call when the client brought claims.
+
+    All of it, unless the new turns hold more sentences than the call may still embed: then the
+    poison check runs after the reply whatever is read now, and what the call path still needs
+    is the newest user message (the clash rules), the turns records name (withholding), and
+    what comes before them; an agent step's tool results after that wait for the reply."""
+    history = context.history
+    if not context.new_turns or _new_sentences(context) <= (
+            context.state.corpora.call_budget - context.channels.embedded):
+        return len(history)
+    last_user = last_user_index(history)
+    needed = max([context.stored_positions, 0 if last_user is None else last_user + 1,
+                  *(record.position + 1 for record in superseded)])
+    return min(needed, len(history))
 
 
 def _unreviewed_claims(statements: Statements, stored_positions: int) -> bool:

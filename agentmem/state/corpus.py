@@ -42,14 +42,13 @@ from agentmem.models.runtime import (
 from agentmem.speakers import embedding_text, speaker_of, speaker_terms
 from agentmem.state.queries import QueryVectors
 from agentmem.structured import message_rows
-from agentmem.text import count_tokens
+from agentmem.text import OFF_LOOP_CHARS, count_tokens
 
 if TYPE_CHECKING:
     from agentmem.stages.base import StageContext
     from agentmem.store.sessions import TurnRecord
 
 log = logging.getLogger("agentmem")
-OFF_LOOP_CHARS = 100_000  # new text past this is split and counted in a thread
 YIELD_EVERY = 32  # sentences of pure-Python work between GIL hand-overs (let_threads_run)
 FILL_BATCH = 256  # rows the background fill embeds and patches per round
 
@@ -240,6 +239,11 @@ class CorpusCache:
         """Rows of the session's cached corpus still without a vector (0 when not cached)."""
         corpus = self._cache.get(f"{tenant}\x00{session_id}")
         return corpus.missing if corpus is not None else 0
+
+    def covered(self, tenant: str, session_id: str) -> int:
+        """History positions the session's cached corpus holds (0 when not cached)."""
+        corpus = self._cache.get(f"{tenant}\x00{session_id}")
+        return corpus.covered if corpus is not None else 0
 
     async def settled(self, tenant: str, session_id: str) -> None:
         """Wait for the session's background fill, if one runs (background code only: a call
