@@ -4,7 +4,8 @@ Call path, in order: read the session's records (one HGETALL); find poison with 
 sentence vectors (claims grouped by meaning, support looked up; numpy only), but only when
 the client sent assistant or untrusted-tool turns no detection has seen, and only when the
 call can read them whole (every sentence's vector, new clause vectors within the call's
-embedding budget; else after the reply); check the newest user message against the user's
+embedding budget; else after the reply, and then the step's results after the user's
+message are not even read on the call path); check the newest user message against the user's
 earlier statements with the clash rules (and, if the policy spends
 ``call_path_candidates``, a few NLI pairs); mark a tool's older answer superseded where this
 call brings a newer answer to the same call (``quarantine/superseded.py``: set arithmetic on
