@@ -507,3 +507,31 @@ def test_a_prose_file_claude_code_read_reaches_the_model_whole_when_it_can_edit(
         [tool] = [m for m in received.requests()[-1]["messages"] if m["role"] == "tool"]
         assert (tool["content"] == readme) is whole
         assert whole or "shipping service keeps record 7 for 10 days" in tool["content"]
+
+
+@pytest.mark.parametrize("model", ["echo", CLAUDE])
+def test_a_tool_result_over_the_budget_is_cut_in_its_block(claude, received, policy_dir, model):
+    """Claude Code's tool results are text blocks: a fetched page over the prompt budget is cut
+    in its block (the sentences with the question's words stay), the other block as written."""
+    (policy_dir / "overflow-messages.yaml").write_text(
+        "name: overflow-messages\nextends: default\nbudget:\n  max_prompt_tokens: 1500\n")
+    fact = "The lighthouse keeper Ada Lovelock painted the ferry green in 1921."
+    words = "harbour kettle station meeting snapshot supplier pallet river garden ticket".split()
+    lines = [f"Paragraph {i} is about the " + " ".join(words[(i + k) % 10] for k in range(16)) + "."
+             for i in range(400)]
+    lines[250] = fact
+    page, head = " ".join(lines), "Fetched https://example.org/ferry (200 OK)."
+    fetch = {"name": "web_fetch", "description": "Fetch a web page.",
+             "input_schema": {"type": "object", "properties": {"url": {"type": "string"}}}}
+    messages = [{"role": "user", "content": "Who painted the ferry green, and when?"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_page",
+                                                   "name": "web_fetch",
+                                                   "input": {"url": "https://example.org/ferry"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_page", "content": [
+                    {"type": "text", "text": head}, {"type": "text", "text": page}]}]}]
+    claude.messages.create(model=model, max_tokens=50, tools=[fetch], messages=messages,
+                           extra_headers={**new_session(), "X-Agentmem-Policy": "overflow-messages"})
+    sent = received.requests()[-1]["messages"]
+    blocks = sent[2]["content"][0]["content"] if model == CLAUDE else sent[2]["content"]
+    assert blocks[0]["text"] == head
+    assert fact in blocks[1]["text"] and len(blocks[1]["text"]) < len(page) / 3

@@ -143,3 +143,23 @@ async def test_the_sentence_after_the_one_with_the_questions_words_comes_along(h
     sent = result.messages[-1]["content"]
     assert "painted the ferry green" in sent and "Ada Lovelock, with a borrowed brush" in sent
     await hygiene.drain()
+
+
+async def test_a_page_in_text_parts_is_cut_in_its_part(hygiene):
+    """A Messages or Responses client's tool result arrives as text parts (Claude Code's
+    results are text blocks): the large part is cut, the others go as they are, and each cut
+    span is where it is in the message's text (the parts joined, as stored)."""
+    page = _page(400, seed=5)
+    head = "Fetched https://example.org/ferry (200 OK)."
+    history = _step("Who painted the ferry green, and when?", "web_fetch", "")
+    history[-1] = {**history[-1], "content": [{"type": "text", "text": head}, {"type": "text", "text": page}]}
+    result = await hygiene.apply(history, session_id=f"of-{uuid.uuid4().hex[:8]}", policy=_policy(1500))
+    assert result.report.tokens_after <= 1500, result.report.warnings
+    parts = result.messages[-1]["content"]
+    assert parts[0] == {"type": "text", "text": head}
+    assert FACT in parts[1]["text"] and len(parts[1]["text"]) < len(page) / 3
+    [cut] = [d for run in result.report.stages for d in run.decisions if d.action == "prune_spans"]
+    joined = head + page
+    removed = [joined[a:b] for a, b in cut.spans]
+    assert removed and all(text in page and text not in parts[1]["text"] for text in removed)
+    await hygiene.drain()

@@ -45,29 +45,33 @@ async def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[Out
     history = context.history
     last = last_user_index(history)
     query = text_of(history[last]) if last is not None else ""
-    outputs = sorted((m for m in pinned if m.role == "tool" and isinstance(m.message.get("content"), str)
-                      and tokens[m.index] >= MIN_OUTPUT_TOKENS), key=lambda m: -tokens[m.index])
-    for message in outputs:
+    # each tool output's texts (a string, or the text parts of a Messages/Responses answer),
+    # the largest output first and, within one, its largest part
+    outputs = sorted(((m.index, part, text) for m in pinned if m.role == "tool"
+                      and tokens[m.index] >= MIN_OUTPUT_TOKENS for part, text in _texts(m.message)),
+                     key=lambda found: (-tokens[found[0]], -len(found[2])))
+    for index, part, text in outputs:
         if over <= 0:
             break
-        text = message.message["content"]
         reading = (await asyncio.to_thread(_Reading.of, text, query, True)
                    if len(text) > OFF_LOOP_CHARS else _Reading.of(text, query))
-        if reading is None:
+        if reading is None or (part is not None and sum(reading.costs) < MIN_OUTPUT_TOKENS):
             continue
-        before = tokens[message.index]
-        allowed = before - over
+        message, before = draft.message_at(index), tokens[index]
+        # the text's own tokens less what must go (a part: the message's others stay whole)
+        allowed = before - over if part is None else sum(reading.costs) - over
         allowed -= allowed // 100  # sentences counted alone sum to a little less than the text
         for _ in range(4):
-            cut = reading.cut(message.message, max(allowed, MIN_OUTPUT_TOKENS // 2))
+            cut = reading.cut(message, max(allowed, MIN_OUTPUT_TOKENS // 2), part)
             if cut is None or before - cut.tokens >= over or allowed <= MIN_OUTPUT_TOKENS // 2:
                 break
             allowed -= over - (before - cut.tokens)
         if cut is None:
             continue
-        context.run.decisions.append(_decision(message.index, cut, budget))
+        context.run.decisions.append(_decision(index, cut, budget))
         over -= before - cut.tokens
-        draft.replace_messages({message.index: cut.message}, {message.index: cut.tokens})
+        tokens[index] = cut.tokens
+        draft.replace_messages({index: cut.message}, {index: cut.tokens})
     return max(over, 0)
 
 
@@ -117,9 +121,9 @@ class _Reading:
         score = score - 1e-6 * np.arange(len(pieces)) / len(pieces)
         return cls(text, layout, spans, units, costs, np.argsort(-score, kind="stable").tolist(), score)
 
-    def cut(self, message: dict[str, Any], allowed: int) -> _Cut | None:
-        """The message with its best sentences within ``allowed`` tokens, or None when
-        nothing would be left out."""
+    def cut(self, message: dict[str, Any], allowed: int, part: int | None = None) -> _Cut | None:
+        """The message with its best sentences within ``allowed`` tokens (in its text part
+        number ``part`` when its content is a list), or None when nothing would be left out."""
         keep = [not unit for unit in self.units]
         room = allowed - sum(cost for cost, kept in zip(self.costs, keep) if kept)
         for row in self.order:
@@ -130,10 +134,29 @@ class _Reading:
             keep[next(row for row in self.order if self.units[row])] = True
         if all(keep):
             return None
-        removed = [(span, float(self.score[row])) for row, (span, kept, unit)
-                   in enumerate(zip(self.spans, keep, self.units)) if unit and not kept]
-        cut = {**message, "content": kept_content(self.text, self.spans, keep, self.layout)}
+        kept = kept_content(self.text, self.spans, keep, self.layout)
+        if part is None:
+            cut, offset = {**message, "content": kept}, 0
+        else:  # spans as in the message's text (its text parts joined), as stored
+            content = list(message["content"])
+            offset = len(text_of({"content": content[:part]}))
+            content[part] = {**content[part], "text": kept}
+            cut = {**message, "content": content}
+        removed = [((a + offset, b + offset), float(self.score[row])) for row, ((a, b), kept_row, unit)
+                   in enumerate(zip(self.spans, keep, self.units)) if unit and not kept_row]
         return _Cut(cut, message_tokens(cut), removed, self.layout is not None)
+
+
+def _texts(message: dict[str, Any]) -> list[tuple[int | None, str]]:
+    """A tool message's texts that can be cut: its content when a string (part None), else each
+    text part of its list (an image or a file part is never cut)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [(None, content)]
+    if isinstance(content, list):
+        return [(number, part["text"]) for number, part in enumerate(content) if isinstance(part, dict)
+                and part.get("type") == "text" and isinstance(part.get("text"), str)]
+    return []
 
 
 NEIGHBOUR_SHARE = 0.5  # of the better neighbour's score a sentence is given at least
