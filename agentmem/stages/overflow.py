@@ -3,7 +3,8 @@
 The recent window and the current agent step always go out (the prune stage keeps them
 verbatim, the budget stage drops older units only), so an agent that fetched a page larger
 than the model's window (a 300,000-character web page is ~70,000 tokens) used to send it
-whole and have the provider refuse the call. Here the largest tool outputs of those turns are
+whole and have the provider refuse the call. Here the largest tool outputs of those turns (a
+string, or the text parts a Messages or Responses client's tool result arrives in) are
 cut until the request fits: the sentences (a JSON answer's records) sharing the most words
 with the user's message stay, in their order, the rest go, each cut reported as the prune
 stage reports its own. BM25, no model: the page arrived with this call, its sentences have no
