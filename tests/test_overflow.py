@@ -17,6 +17,7 @@ from agentmem import Hygiene
 from agentmem.config import Settings
 from agentmem.policy import load_policy, policy_from_dict
 from agentmem.store import SessionHandle
+from agentmem.text import split_sentences
 
 WORDS = ("harbour kettle station meeting migration snapshot supplier warehouse pallet audit river "
          "garden ticket payment holiday violin recipe engine bridge lantern market signal").split()
@@ -162,4 +163,27 @@ async def test_a_page_in_text_parts_is_cut_in_its_part(hygiene):
     joined = head + page
     removed = [joined[a:b] for a, b in cut.spans]
     assert removed and all(text in page and text not in parts[1]["text"] for text in removed)
+    await hygiene.drain()
+
+
+async def test_two_pages_in_parts_are_both_cut_with_spans_of_the_stored_text(hygiene):
+    """The larger part is cut first; the other's spans still count from the stored text's
+    start (its parts joined as sent, none of them cut)."""
+    first, second = _page(400, seed=6), _page(200, seed=7)
+    history = _step("Who painted the ferry green, and when?", "web_fetch", "")
+    history[-1] = {**history[-1], "content": [{"type": "text", "text": first},
+                                             {"type": "text", "text": second}]}
+    result = await hygiene.apply(history, session_id=f"of-{uuid.uuid4().hex[:8]}", policy=_policy(1200))
+    assert result.report.tokens_after <= 1200, result.report.warnings
+    parts = [part["text"] for part in result.messages[-1]["content"]]
+    assert len(parts[0]) < len(first) and len(parts[1]) < len(second)
+    cuts = [d for run in result.report.stages for d in run.decisions if d.action == "prune_spans"]
+    assert len(cuts) == 2
+    joined = first + second
+    sentences = {text[s.start:s.end] for text in (first, second) for s in split_sentences(text)}
+    spans = sorted(span for cut in cuts for span in cut.spans)
+    assert any(a >= len(first) for a, _ in spans)  # the second part's spans past the first's end
+    for a, b in spans:
+        removed = joined[a:b]
+        assert removed in sentences and removed not in parts[0] + parts[1], removed
     await hygiene.drain()

@@ -59,11 +59,13 @@ async def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[Out
         if reading is None or (part is not None and sum(reading.costs) < MIN_OUTPUT_TOKENS):
             continue
         message, before = draft.message_at(index), tokens[index]
+        # where the text sits in the message's text as stored (its parts joined, none cut yet)
+        offset = 0 if part is None else len(text_of({"content": history[index]["content"][:part]}))
         # the text's own tokens less what must go (a part: the message's others stay whole)
         allowed = before - over if part is None else sum(reading.costs) - over
         allowed -= allowed // 100  # sentences counted alone sum to a little less than the text
         for _ in range(4):
-            cut = reading.cut(message, max(allowed, MIN_OUTPUT_TOKENS // 2), part)
+            cut = reading.cut(message, max(allowed, MIN_OUTPUT_TOKENS // 2), part, offset)
             if cut is None or before - cut.tokens >= over or allowed <= MIN_OUTPUT_TOKENS // 2:
                 break
             allowed -= over - (before - cut.tokens)
@@ -122,9 +124,11 @@ class _Reading:
         score = score - 1e-6 * np.arange(len(pieces)) / len(pieces)
         return cls(text, layout, spans, units, costs, np.argsort(-score, kind="stable").tolist(), score)
 
-    def cut(self, message: dict[str, Any], allowed: int, part: int | None = None) -> _Cut | None:
+    def cut(self, message: dict[str, Any], allowed: int, part: int | None = None,
+            offset: int = 0) -> _Cut | None:
         """The message with its best sentences within ``allowed`` tokens (in its text part
-        number ``part`` when its content is a list), or None when nothing would be left out."""
+        number ``part`` when its content is a list, which starts at ``offset`` in the message's
+        text), or None when nothing would be left out."""
         keep = [not unit for unit in self.units]
         room = allowed - sum(cost for cost, kept in zip(self.costs, keep) if kept)
         for row in self.order:
@@ -137,10 +141,9 @@ class _Reading:
             return None
         kept = kept_content(self.text, self.spans, keep, self.layout)
         if part is None:
-            cut, offset = {**message, "content": kept}, 0
-        else:  # spans as in the message's text (its text parts joined), as stored
+            cut = {**message, "content": kept}
+        else:
             content = list(message["content"])
-            offset = len(text_of({"content": content[:part]}))
             content[part] = {**content[part], "text": kept}
             cut = {**message, "content": content}
         removed = [((a + offset, b + offset), float(self.score[row])) for row, ((a, b), kept_row, unit)
