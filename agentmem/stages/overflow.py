@@ -30,8 +30,8 @@ from agentmem.models.runtime import let_threads_run, yield_to_other_calls
 from agentmem.report import Decision
 from agentmem.stages.base import Draft, OutgoingMessage, StageContext
 from agentmem.stages.prune import kept_content, spans_decision
-from agentmem.structured import JsonLayout, parses_as_json, tool_layout
-from agentmem.text import OFF_LOOP_CHARS, count_tokens, split_sentences
+from agentmem.structured import JsonLayout, message_rows, parses_as_json, tool_layout
+from agentmem.text import OFF_LOOP_CHARS, count_tokens
 
 MIN_OUTPUT_TOKENS = 200  # outputs smaller than this are never cut: there is little to gain
 YIELD_EVERY = 32  # sentences read between GIL hand-overs off the loop (as the session corpus)
@@ -105,11 +105,11 @@ class _Reading:
         layout = tool_layout(text)
         if layout is None and parses_as_json(text):
             return None  # JSON with nothing to choose among: cut by sentences it would not parse
-        spans = ([(a, b) for a, b in layout.spans] if layout is not None
-                 else [(s.start, s.end) for s in split_sentences(text)])
+        found, frame = message_rows(text, "tool")  # what ingest and the corpus cut it into
+        spans = [(a, b) for a, b in found]
         if len(spans) < 2:
             return None
-        units = [kind != "frame" for kind in layout.kinds] if layout is not None else [True] * len(spans)
+        units = [not structural for structural in frame]
         pieces = [text[a:b] for a, b in spans]
         words, costs = [], []
         for number, piece in enumerate(pieces):
