@@ -558,6 +558,49 @@ async def test_budget_keeps_order_units_and_the_most_relevant(hygiene):
     assert drops and all("budget" in d.reason for d in drops)
 
 
+async def test_budget_ranks_a_tool_call_by_its_stored_result(data_dir):
+    """An older tool-call unit is ranked by its result's stored sentence vectors (the
+    assistant's call has no text of its own): nothing is embedded on the call path. Embedding
+    each such unit's text there cost ~20 ms a unit (600-1,000 ms a call in `agentmem bench
+    agent-history --max-prompt-tokens 5000`); with no embedding allowed on the call path the
+    units went unranked."""
+    from agentmem.ingest import messages_tokens
+    from agentmem.state import CacheLimits
+
+    engine = Hygiene("default", settings=Settings(data_dir=data_dir),
+                     cache_limits=CacheLimits(call_path_sentences=0))
+    engine.embedder.load()
+    try:
+        history: list[dict] = [{"role": "system", "content": "You are an agent."}]
+        results = {"weather": "Madrid is sunny today, 31 degrees, no rain expected this week.",
+                   "rail": "Trains from Lyon to Paris leave hourly; the fare is 45 euros.",
+                   "kettle": "The blue kettle 5512 was shipped to Lyon by courier on Monday.",
+                   "poems": "Odes to the sea were popular with Romantic poets in England."}
+        for number, (tool, result) in enumerate(results.items()):
+            history += [{"role": "user", "content": f"Look up {tool} please."},
+                        {"role": "assistant", "content": None, "tool_calls": [{
+                            "id": f"c{number}", "type": "function",
+                            "function": {"name": tool, "arguments": "{}"}}]},
+                        {"role": "tool", "tool_call_id": f"c{number}", "content": result},
+                        {"role": "assistant", "content": "Done."}]
+        history.append({"role": "user", "content": "Where was my kettle shipped to?"})
+        session = f"bu-{uuid.uuid4().hex}"
+        await engine.apply(history[:-1] + [{"role": "user", "content": "Thanks."}], session_id=session)
+        await engine.drain()  # the turns' vectors are stored after the reply
+        kettle_unit = history[10:12]  # the assistant's call and the kettle's result
+        budget = messages_tokens([history[0], history[-1]]) + messages_tokens(kettle_unit) + 4
+        policy = policy_from_dict({"name": "budget-units", "stages": ["budget"],
+                                   "prune": {"keep_recent_exchanges": 0},
+                                   "budget": {"max_prompt_tokens": budget, "step_reserve": 0}})
+        result = await engine.apply(history, session_id=session, policy=policy)
+        assert not [w for w in result.report.warnings if "not embedded" in w]
+        kept = " ".join(str(m.get("content")) for m in result.messages)
+        assert "shipped to Lyon by courier" in kept and "Odes to the sea" not in kept
+    finally:
+        await engine.aclose()
+        engine.connector.close()
+
+
 async def test_budget_uses_ingest_token_counts_of_the_matching_prefix_only(hygiene):
     """A client that edits an early message must be budgeted on the edited text."""
     session = f"bu-{uuid.uuid4().hex}"

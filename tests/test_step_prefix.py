@@ -31,3 +31,60 @@ def test_a_steps_calls_reach_the_provider_with_one_prefix(client, received, sess
     assert second[:step] == first[:step]  # the same prefix, byte for byte
     assert len(first[:step]) < len(OLDER)  # ... and a pruned one
     assert second[-1]["content"].startswith("Spaghetti")  # the step's own turns go as sent
+
+
+TOPICS = ["the tide tables of Brest", "a sourdough starter", "the bus to Vienna airport",
+          "renewing a Dutch passport", "tuning a ukulele", "the rules of petanque",
+          "repotting an orchid", "the Lisbon tram 28", "descaling a kettle", "cat vaccinations",
+          "a Danish pastry recipe", "the Oslo ferry timetable", "waxing cross-country skis",
+          "the chess opening Ruy Lopez", "a rash after hiking", "the price of saffron",
+          "bleeding a radiator", "the Rhine cycle path", "learning Finnish grammar",
+          "a leaking tap washer"]
+
+
+def _older_exchanges() -> list[dict]:
+    out: list[dict] = [{"role": "system", "content": "You are a helpful assistant."}]
+    for number, topic in enumerate(TOPICS):
+        out += [{"role": "user", "content": f"Tell me about {topic}."},
+                {"role": "assistant", "content": f"Here is what I know about {topic}: note {number} "
+                 f"says it matters to plan ahead, and {topic} rewards patience and care."}]
+    return out
+
+
+def _step_call(messages: list[dict], number: int, result: str) -> list[dict]:
+    call = {"id": f"s{number}", "type": "function", "function": {"name": "recipes", "arguments": "{}"}}
+    return [*messages, {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"s{number}", "content": result}]
+
+
+def test_an_agent_near_its_budget_keeps_one_prefix_within_a_step(client, received, session_id,
+                                                                   policy_dir):
+    """An agent whose request is over the prompt budget: the budget stage drops older turns.
+    The step's next small result fits the room it kept free, so the second call sends the
+    history before the step exactly as the first did; a result larger than that room makes
+    the third call drop more, never bring back a turn the step already left out."""
+    from agentmem.ingest import message_tokens
+
+    older = _older_exchanges()
+    question = {"role": "user", "content": "How do I descale my kettle? [[tool:recipes]]"}
+    pinned = message_tokens(older[0]) + message_tokens(question)
+    budget = pinned + sum(message_tokens(m) for m in older[1:]) // 2 + 200
+    (policy_dir / "step-budget.yaml").write_text(
+        f"extends: default\nname: step-budget\nstages: [budget]\n"
+        f"prune: {{keep_recent_exchanges: 0}}\nbudget: {{max_prompt_tokens: {budget}}}\n")
+    headers = {"X-Session-Id": session_id, "X-Agentmem-Policy": "step-budget"}
+    messages = [*older, question]
+    client.chat.completions.create(model="echo", messages=messages, tools=TOOLS, extra_headers=headers)
+    messages = _step_call(messages, 1, "Descaling: citric acid, 20 minutes, rinse twice.")
+    client.chat.completions.create(model="echo", messages=messages, tools=TOOLS, extra_headers=headers)
+    messages = _step_call(messages, 2, "Vinegar works too. " * 60)
+    client.chat.completions.create(model="echo", messages=messages, tools=TOOLS, extra_headers=headers)
+    first, second, third = (request["messages"] for request in received.requests())
+    step = first.index(question)
+    assert len(first[:step]) < len(older)  # the budget dropped older turns ...
+    assert any("kettle" in str(m["content"]) for m in first[1:step])  # ... the least relevant
+    assert second.index(question) == step and second[:step] == first[:step]  # one prefix
+    later = third[:third.index(question)]
+    assert len(later) < step  # over the room kept free: more dropped ...
+    assert all(m in first[:step] for m in later)  # ... and none brought back
+    assert sum(message_tokens(m) for m in third) <= budget

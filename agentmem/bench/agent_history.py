@@ -37,9 +37,16 @@ from agentmem.bench.results import percentile
 from agentmem.bench.scratch import scratch_hygiene
 from agentmem.ingest import message_tokens
 from agentmem.messages import text_of
+from agentmem.policy import Policy, load_policy
 from agentmem.structured import message_units, parses_as_json
 
 ResultFormat = Literal["prose", "json"]  # how the bench's search tool answers
+# offered on every call, as an agent offers its tools (the tools stage leaves one tool alone;
+# the budget stage keeps room for a step's next results when a request offers tools)
+SEARCH_TOOL = {"type": "function", "function": {
+    "name": "search", "description": "Search the web; returns the passages that match.",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                   "required": ["query"]}}}
 
 
 @dataclass(frozen=True)
@@ -172,12 +179,28 @@ def _prefix(result: Any, before: int) -> list[dict[str, Any]]:
     return [m for i, m in zip(result.kept_indices, result.messages) if i < before]
 
 
+def _policies(names: tuple[str, ...], max_prompt_tokens: int | None) -> dict[str, Policy]:
+    """Each policy by its name (a preset or a YAML path), with the prompt budget set to
+    ``max_prompt_tokens`` when given (an agent near its model's window)."""
+    out = {}
+    for name in names:
+        policy = load_policy(name)
+        if max_prompt_tokens is not None:
+            policy = policy.model_copy(update={"budget": policy.budget.model_copy(
+                update={"max_prompt_tokens": max_prompt_tokens})})
+        out[name] = policy
+    return out
+
+
 async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ...],
                result_format: ResultFormat = "prose", follow_up: bool = False,
-               results: int = 3, back_to_back: bool = False) -> dict[str, Any]:
+               results: int = 3, back_to_back: bool = False,
+               max_prompt_tokens: int | None = None) -> dict[str, Any]:
     from agentmem.models.embedder import default_embedder
 
     embedder = default_embedder()
+    policies = _policies((policy, *compare), max_prompt_tokens)
+    tools = [SEARCH_TOOL]
     tallies = [Tally(name) for name in (policy, *compare)]
     sentence_hits = {tally.policy: [0, 0, 0] for tally in tallies}  # ours, embedding, total
     withheld: dict[str, list[int]] = {tally.policy: [] for tally in tallies}
@@ -185,16 +208,16 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
     # the step's second call: (prefix identical, prefix token share, latency ms) per question
     second: dict[str, list[tuple[bool, float, float]]] = {tally.policy: [] for tally in tallies}
     questions = 0
-    async with scratch_hygiene(policy, "agent-history") as hygiene:
+    async with scratch_hygiene(policies[policy], "agent-history") as hygiene:
         for number, session in enumerate(sessions):
             messages = session.messages
             name = f"agent-{number}"
             await hygiene.apply(messages + [{"role": "user", "content": "Next question."}],
-                                session_id=name)
+                                session_id=name, tools=tools)
             await hygiene.drain()
             for other in compare:
                 await hygiene.apply(messages + [{"role": "user", "content": "Warm up."}],
-                                    session_id=name, policy=other)
+                                    session_id=name, policy=policies[other], tools=tools)
             rows = [(i, s.start, s.end) for i, m in enumerate(messages)
                     for s in message_units(text_of(m), m.get("role", ""))]
             vectors = embedder.encode([text_of(messages[i])[a:b] for i, a, b in rows])
@@ -213,8 +236,8 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                 for tally in turn_order(tallies, questions):
                     started = time.perf_counter()
                     result = await hygiene.apply(
-                        request, session_id=name,
-                        policy=None if tally is tallies[0] else tally.policy)
+                        request, session_id=name, tools=tools,
+                        policy=None if tally is tallies[0] else policies[tally.policy])
                     tally.record(result, (time.perf_counter() - started) * 1000)
                     withheld[tally.policy].append(sum(
                         len(stage.decisions) for stage in result.report.stages
@@ -242,7 +265,8 @@ async def _run(sessions: list[AgentSession], policy: str, compare: tuple[str, ..
                         started = time.perf_counter()
                         later = await hygiene.apply(
                             request + _follow_up(final, found, number_in_session, result_format),
-                            session_id=name, policy=None if tally is tallies[0] else tally.policy)
+                            session_id=name, tools=tools,
+                            policy=None if tally is tallies[0] else policies[tally.policy])
                         took = (time.perf_counter() - started) * 1000
                         first_prefix = _prefix(result, len(request) - 1)
                         later_prefix = _prefix(later, len(request) - 1)
@@ -298,7 +322,8 @@ def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), st
                       sessions: int = 4, per_session: int = 20, results: int = 3,
                       rerun_every: int = 0, seed: int = 0,
                       result_format: ResultFormat = "prose", follow_up: bool = False,
-                      back_to_back: bool = False) -> dict[str, Any]:
+                      back_to_back: bool = False, max_prompt_tokens: int | None = None
+                      ) -> dict[str, Any]:
     """The bench for ``policy`` (and each of ``compare``) on sessions built from prune
     records (``build_sessions``). ``follow_up``: each final question's step gets a second
     call (the agent's search for it, answered with passages the session never saw), measured
@@ -311,13 +336,16 @@ def run_agent_history(records, *, policy: str, compare: tuple[str, ...] = (), st
     would answer "No results.", a far lighter step); ``follow_up.n`` counts those measured:
     with the defaults on the shared SQuAD dev file 15 passages are left a session, enough
     for the first 5 of its 20 final questions (before stop 49 the other 15 were measured
-    with "No results.")."""
+    with "No results."). ``max_prompt_tokens``: every policy's prompt budget (an agent near its
+    model's window: the budget stage drops older units, and ``follow_up`` measures whether it
+    drops the same ones on the step's second call)."""
     built = build_sessions(passages_of(records), steps=steps, sessions=sessions,
                            per_session=per_session, results=results, rerun_every=rerun_every,
                            seed=seed, result_format=result_format)
     result = asyncio.run(_run(built, policy, compare, result_format, follow_up, results,
-                              back_to_back))
+                              back_to_back, max_prompt_tokens))
     result.update(steps=steps, sessions=sessions, per_session=per_session, results=results,
                   rerun_every=rerun_every, seed=seed, result_format=result_format,
-                  **({"back_to_back": True} if back_to_back else {}))
+                  **({"back_to_back": True} if back_to_back else {}),
+                  **({"max_prompt_tokens": max_prompt_tokens} if max_prompt_tokens else {}))
     return result

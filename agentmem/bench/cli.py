@@ -136,6 +136,9 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
                                                     "as the first returns, not after its "
                                                     "background work (a tool that answers at "
                                                     "once)."),
+                  max_prompt_tokens: int | None = typer.Option(
+                      None, "--max-prompt-tokens", min=1, help="Every policy's prompt budget "
+                      "(an agent near its model's window: the budget stage drops older turns)."),
                   json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
     """Agent sessions built from passages: does the answer in an older tool output reach the
     model (agentmem/bench/agent_history.py)?"""
@@ -157,7 +160,7 @@ def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, he
         steps=steps, sessions=sessions, per_session=per_session, results=results,
         rerun_every=rerun_every, seed=seed,
         result_format="json" if result_format == "json" else "prose", follow_up=follow_up,
-        back_to_back=back_to_back), json_out)
+        back_to_back=back_to_back, max_prompt_tokens=max_prompt_tokens), json_out)
 
 
 @bench_app.command("code-reads")

@@ -7,16 +7,25 @@ chosen), until the budget is full. System messages, the recent window and the cu
 are always kept; kept messages never change order; tool-call units go whole or not at all.
 When those kept turns alone are over the budget, their largest tool outputs are cut to fit
 (``overflow.fit_tool_outputs``: a page larger than the model's window).
+
+Within an agent step (``step_stable``) the step's later calls start from what its earlier calls
+dropped and only drop more: an agent near its model's window grows the step with every tool
+result, and choosing the older units anew on each call (for a query that now holds the tool
+results) kept different ones each time, so the request's prefix changed from the first older
+unit on and a provider's prompt cache served nothing of it. A request that offers tools keeps
+``step_reserve`` of the budget free when it has to drop older units, so the step's next
+results fit without dropping again.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentmem.conversation import query_of, recent_start
+from agentmem.conversation import agent_step_start, query_of, recent_start
 from agentmem.ingest import message_tokens, tools_tokens
 from agentmem.messages import text_of
 from agentmem.models.embedder import from_bytes
@@ -24,6 +33,7 @@ from agentmem.models.runtime import embed
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, OutgoingMessage, Stage, StageContext
 from agentmem.stages.overflow import fit_tool_outputs
+from agentmem.state.steps import StepReplay
 
 
 class BudgetSettings(BaseModel):
@@ -35,6 +45,12 @@ class BudgetSettings(BaseModel):
     context_fraction: float = Field(
         0.75, gt=0, le=1, description="Budget as a share of the model's context window.")
     mmr_lambda: float = Field(0.3, ge=0, le=1, description="Weight of the redundancy penalty.")
+    step_stable: bool = Field(
+        True, description="An agent step's later calls keep what its earlier calls dropped and "
+        "only drop more, so the request's prefix stays the same (provider prompt caches).")
+    step_reserve: float = Field(
+        0.1, ge=0, lt=1, description="Share of the budget left free when older units must be "
+        "dropped from a request that offers tools: room for the step's next tool results.")
 
 
 
@@ -73,11 +89,31 @@ class BudgetStage(Stage):
                 return m.tokens
             return message_tokens(m.message)
 
+        def fits() -> bool:
+            return sum(tokens(m) for m in draft.messages) + tools_tokens(draft.tools) <= budget
+
+        if fits():
+            return
+        step_start = agent_step_start(history)
+        step = (StepReplay.of(context, draft, step_start, f"{settings.model_dump_json()}|{budget}")
+                if settings.step_stable else None)
+        # the step's drops so far first: enough, unless its new results are over the reserve
+        if step is not None and await step.replay(draft, context.run) and fits():
+            return
+        # within a step, the older units are chosen for the user's message, as on the step's
+        # first call (and as the prune stage chooses them): its vector is cached by then
+        query = query_of(history[: step_start + 1] if step is not None else history)
+        await self._fit(draft, context, budget, tokens, query)
+        if step is not None:
+            await step.record(draft, context.run)
+
+    async def _fit(self, draft: Draft, context: StageContext, budget: int,
+                   tokens: Callable[[OutgoingMessage], int], query: str) -> None:
+        """Drop older units, least relevant first, until the request fits ``budget``."""
+        settings = context.policy.budget
+        history = context.history
         units = draft.units()
         cost = [sum(tokens(m) for m in unit) for unit in units]
-        total = sum(cost) + tools_tokens(draft.tools)
-        if total <= budget:
-            return
         protected_from = recent_start(history, context.policy.prune.keep_recent_exchanges)
         fixed: list[int] = []
         optional: list[int] = []
@@ -88,7 +124,7 @@ class BudgetStage(Stage):
         if remaining < 0:  # the turns that always go out are over on their own
             always = [m for n in fixed for m in units[n]]
             still = await fit_tool_outputs(draft, context, always, {m.index: tokens(m) for m in always},
-                                     -remaining, budget)
+                                           -remaining, budget)
             if still:
                 context.report.warnings.append(
                     f"budget: the system prompt, the recent turns and the current step are "
@@ -98,8 +134,11 @@ class BudgetStage(Stage):
             units = draft.units()  # the cut copies, for the older units dropped below
         if not optional:  # nothing to choose among: no query to embed
             return
-        vectors, known = await self._vectors([units[n] for n in optional], query_of(history),
-                                             context)
+        # an agent (the request offers tools) may call again in this step: its next results
+        # should fit without dropping more of the older units (which changes the prefix)
+        reserve = int(settings.step_reserve * budget) if draft.tools or draft.functions else 0
+        remaining -= reserve
+        vectors, known = await self._vectors([units[n] for n in optional], query, context)
         query_vector, unit_vectors = vectors[0], vectors[1:]
         relevance = unit_vectors @ query_vector
         if not known.all():  # past the call's embedding budget: a neutral relevance
@@ -119,6 +158,7 @@ class BudgetStage(Stage):
                 remaining -= cost[optional[best]]
                 redundancy = np.maximum(redundancy, similarity[:, best])
         keep = {optional[i] for i in chosen}
+        free = f" ({reserve} kept free for the agent's next tool results)" if reserve else ""
         for position, number in enumerate(optional):
             if number in keep:
                 continue
@@ -127,34 +167,38 @@ class BudgetStage(Stage):
             context.run.decisions.append(Decision(
                 action=Action.DROP_MESSAGE, message_index=unit[0].index, position=unit[0].index,
                 score=float(relevance[position]),
-                reason=f"over the prompt budget of {budget} tokens; lower relevance after redundancy",
+                reason=f"over the prompt budget of {budget} tokens{free}; lower relevance after "
+                       "redundancy",
                 detail={"unit": [m.index for m in unit], "tokens": cost[number]}))
 
     @staticmethod
     async def _vectors(units: list[list[OutgoingMessage]], query: str, context: StageContext
                        ) -> tuple[np.ndarray, np.ndarray]:
-        """Row 0: the query; then one unit-normalised mean vector per unit (cached ones first;
-        at most the call's embedding budget embedded now, the others zero). Also, per unit,
-        whether it has a vector."""
+        """Row 0: the query; then one unit-normalised mean vector per unit: the mean of its
+        messages' stored sentence vectors (a tool call's unit: the assistant's call has no
+        text, its result has), else (at most the call's embedding budget) embedded now, else
+        zero. Also, per unit, whether it has a vector."""
         embedder = context.state.embedder
-        cached: dict[int, Any] = {}
+        cached: dict[int, bytes] = {}
         if context.store is not None and context.session is not None:
             ids = await context.store.active_ids(context.session)
-            wanted = {u[0].index: ids[u[0].index] for u in units if u[0].index < len(ids)}
+            wanted = {m.index: ids[m.index] for unit in units for m in unit if m.index < len(ids)}
             raw = await context.store.embeddings(context.session, list(wanted.values()))
             cached = {index: raw[turn] for index, turn in wanted.items() if turn in raw}
+        stored = [[rows for m in unit if m.index in cached and len(rows := from_bytes(cached[m.index]))]
+                  for unit in units]
         budget = context.state.limits.call_path_sentences
-        todo = [unit for unit in units if unit[0].index not in cached][:budget]
-        texts = [" ".join(text_of(m.message) for m in unit)[:2000] for unit in todo]
-        fresh = dict(zip((unit[0].index for unit in todo), await embed(embedder.encode, texts)))
-        rows = [await context.query_vector(query)]
+        todo = [number for number, vectors in enumerate(stored) if not vectors][:budget]
+        texts = [" ".join(text_of(m.message) for m in units[number])[:2000] for number in todo]
+        fresh = dict(zip(todo, await embed(embedder.encode, texts)))
+        out = [await context.query_vector(query)]
         known = np.ones(len(units), np.bool_)
-        for number, unit in enumerate(units):
-            if unit[0].index in cached:
-                vector = from_bytes(cached[unit[0].index]).mean(axis=0)
+        for number, vectors in enumerate(stored):
+            if vectors:
+                vector = np.vstack(vectors).mean(axis=0)
             else:
-                vector = fresh.get(unit[0].index)
+                vector = fresh.get(number)
                 if vector is None:
-                    vector, known[number] = np.zeros_like(rows[0]), False
-            rows.append(vector / (np.linalg.norm(vector) or 1.0))
-        return (np.vstack(rows) if len(rows) > 1 else np.asarray(rows)), known
+                    vector, known[number] = np.zeros_like(out[0]), False
+            out.append(vector / (np.linalg.norm(vector) or 1.0))
+        return (np.vstack(out) if len(out) > 1 else np.asarray(out)), known
