@@ -1,8 +1,9 @@
 """What the stages decided earlier in an agent step, kept for the step's later calls.
 
-Two records per session: the prune stage's outcome on the step's first call, replayed
-(``StepReplay``), and the tools the step has offered so far, which its later calls only add to
-(``offered_in_step``). Both keep the head of the request the same from call to call.
+Records per session and stage: the prune stage's outcome on the step's first call, replayed
+(``StepReplay``); the budget stage's drops so far, replayed before it drops more (the same
+record, extended); and the tools the step has offered so far, which its later calls only add
+to (``offered_in_step``). All keep the head of the request the same from call to call.
 
 An agent step is one user message and the calls the agent makes while it works on it, each
 adding its tool calls and results. Everything before the step is the same on each of those
