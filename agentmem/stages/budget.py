@@ -101,8 +101,9 @@ class BudgetStage(Stage):
         if step is not None and await step.replay(draft, context.run) and fits():
             return
         # within a step, the older units are chosen for the user's message, as on the step's
-        # first call (and as the prune stage chooses them): its vector is cached by then
-        query = query_of(history[: step_start + 1] if step is not None else history)
+        # first call (and as the prune stage chooses them): its vector is cached by then, and
+        # without a record (no session) the same units come out while the reserve holds
+        query = query_of(history[: step_start + 1] if settings.step_stable else history)
         await self._fit(draft, context, budget, tokens, query)
         if step is not None:
             await step.record(draft, context.run)
