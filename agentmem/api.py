@@ -541,6 +541,9 @@ class Call:
         """Tokens per history position from ingest (stored prefix + new turns), if known."""
         if self.store is None or self.prefix is None:
             return None
+        if self.channels is not None and self.channels.position_tokens is not None:
+            counts = self.channels.position_tokens  # a stage read them already
+            return counts if len(counts) == len(self.history) else None
         try:
             stored = (await self.store.turn_tokens(self.handle))[: self.prefix.matched]
         except StoreUnavailable:

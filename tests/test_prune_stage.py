@@ -601,6 +601,34 @@ async def test_budget_ranks_a_tool_call_by_its_stored_result(data_dir):
         engine.connector.close()
 
 
+async def test_near_the_window_prune_chooses_sentences_within_the_prompt_budget(hygiene):
+    """When the prompt budget leaves the older turns less than the prune stage's own share,
+    the prune stage chooses their sentences within what it leaves, so the budget stage has no
+    whole turn to drop after it (it used to drop whole older turns by their mean vector)."""
+    from agentmem.ingest import messages_tokens
+
+    older: list[dict] = []
+    for number in range(24):
+        fact = ("The spare key is under the blue flowerpot by the shed." if number == 6
+                else f"Task {number} went fine and the report was filed on time.")
+        older += [{"role": "user", "content": f"Any news on item {number}? Tell me all of it."},
+                  {"role": "assistant", "content": f"Item {number}: the team met twice. {fact} "
+                   "Nothing else changed this week and the budget holds."}]
+    history = [{"role": "system", "content": "You are a helpful assistant."}, *older,
+               {"role": "user", "content": "Where is the spare key?"}]
+    pinned = messages_tokens([history[0], *history[-3:]])
+    budget = pinned + messages_tokens(older) // 8
+    policy = policy_from_dict({"name": "room-test", "stages": ["prune", "budget"],
+                               "prune": {"history_floor_tokens": 0, "history_fraction": 0.5,
+                                         "keep_recent_exchanges": 1},
+                               "budget": {"max_prompt_tokens": budget}})
+    result = await hygiene.apply(history, session_id=f"room-{uuid.uuid4().hex}", policy=policy)
+    assert result.report.tokens_after <= budget
+    prune, budget_run = result.report.stages
+    assert prune.decisions and not budget_run.decisions  # the budget stage had nothing to drop
+    assert "flowerpot" in " ".join(str(m.get("content")) for m in result.messages)
+
+
 async def test_budget_uses_ingest_token_counts_of_the_matching_prefix_only(hygiene):
     """A client that edits an early message must be budgeted on the edited text."""
     session = f"bu-{uuid.uuid4().hex}"

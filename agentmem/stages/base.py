@@ -103,6 +103,8 @@ class Channels:
     ``corpus_from``: the first history position this call added to the session's corpus, and
     ``embedded``: the new sentences it has embedded (or taken from the query's prefetch) on its
     path, the stages together, against the corpus's ``call_budget`` (state/corpus.py).
+    ``position_tokens``: ingest's token counts by history position, once read
+    (``StageContext.position_tokens``: the prune stage and the budget stage both need them).
     """
 
     excluded_spans: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
@@ -112,6 +114,7 @@ class Channels:
     step_records: dict[str, StepOutcome | StepOffer] = field(default_factory=dict)
     corpus_from: int | None = None
     embedded: int = 0
+    position_tokens: list[int] | None = None
 
     def added_from(self, position: int) -> None:
         self.corpus_from = position if self.corpus_from is None else min(self.corpus_from, position)
@@ -143,6 +146,24 @@ class StageContext:
         if self.store is not None and self.session is not None and self.stored_positions:
             stored = (await self.store.active_ids(self.session))[: self.stored_positions]
         return (stored + [self.next_turn_id + k for k in range(max(0, upto - len(stored)))])[:upto]
+
+    async def position_tokens(self) -> list[int]:
+        """Token counts of the history's positions as ingest counted them: the stored turns'
+        (kept at ingest) and this call's new ones; shorter than the history when the stored
+        ones cannot be read (a caller counts the rest itself)."""
+        from agentmem.store.sessions import StoreUnavailable
+
+        if self.channels.position_tokens is not None:  # read by an earlier stage of the call
+            return self.channels.position_tokens
+        try:
+            stored = await self.store.turn_tokens(self.session) if self.store and self.session else []
+        except StoreUnavailable:  # counted by the caller instead: a blip must not fail a stage
+            stored = []
+        stored = stored[: self.stored_positions]  # later stored turns may be a superseded branch
+        if len(stored) == self.stored_positions:
+            stored += [turn.tokens for turn in self.new_turns]
+        self.channels.position_tokens = stored
+        return stored
 
     async def corpus(self, upto: int, *, vectors: bool = True, whole: bool = False) -> Corpus:
         """The session's sentences of history[:upto], with vectors (the engine's cache).

@@ -20,7 +20,7 @@ results fit without dropping again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -63,6 +63,27 @@ def budget_for(model: str, settings) -> int | None:
     return int(window * settings.context_fraction) if window else None
 
 
+def message_counter(history: list[dict[str, Any]], counted: list[int]
+                    ) -> Callable[[OutgoingMessage], int]:
+    """An outgoing message's tokens: as ingest counted them (``counted``, by position), or as
+    the stage that rewrote it did (prune sums its kept sentences' counts); only the rest are
+    counted again (at 2,000 turns, counting the ~650 pruned copies again cost ~10 ms a call; a
+    300,000-character page the call brings, ~40 ms)."""
+    def tokens(m: OutgoingMessage) -> int:
+        if m.message is history[m.index] and m.index < len(counted):
+            return counted[m.index]
+        if m.tokens is not None and m.message is not history[m.index]:
+            return m.tokens
+        return message_tokens(m.message)
+    return tokens
+
+
+def reserve_for(draft: Draft, settings: BudgetSettings, budget: int) -> int:
+    """The room kept free for an agent step's next tool results: ``step_reserve`` of the
+    budget when the request offers tools (an agent may call again in this step), else 0."""
+    return int(settings.step_reserve * budget) if draft.tools or draft.functions else 0
+
+
 class BudgetStage(Stage):
     name: ClassVar[str] = "budget"
     settings_model = BudgetSettings
@@ -74,20 +95,7 @@ class BudgetStage(Stage):
         if budget is None:
             return
         history = context.history
-        stored = await context.store.turn_tokens(context.session) if context.store else []
-        stored = stored[: context.stored_positions]  # later stored turns may be a superseded branch
-        if len(stored) == context.stored_positions:  # and this call's new turns, counted at ingest
-            stored += [turn.tokens for turn in context.new_turns]
-        # token counts made at ingest, or given by the stage that rewrote the message (prune
-        # sums its kept sentences' counts); only the rest are counted here (at 2,000 turns,
-        # counting the ~650 pruned copies again cost ~10 ms a call; a 300,000-character page
-        # the call brings, ~40 ms)
-        def tokens(m: OutgoingMessage) -> int:
-            if m.message is history[m.index] and m.index < len(stored):
-                return stored[m.index]
-            if m.tokens is not None and m.message is not history[m.index]:
-                return m.tokens
-            return message_tokens(m.message)
+        tokens = message_counter(history, await context.position_tokens())
 
         def fits() -> bool:
             return sum(tokens(m) for m in draft.messages) + tools_tokens(draft.tools) <= budget
@@ -137,7 +145,7 @@ class BudgetStage(Stage):
             return
         # an agent (the request offers tools) may call again in this step: its next results
         # should fit without dropping more of the older units (which changes the prefix)
-        reserve = int(settings.step_reserve * budget) if draft.tools or draft.functions else 0
+        reserve = reserve_for(draft, settings, budget)
         remaining -= reserve
         vectors, known = await self._vectors([units[n] for n in optional], query, context)
         query_vector, unit_vectors = vectors[0], vectors[1:]

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentmem.conversation import agent_step_start, continues_step, query_of, recent_start
 from agentmem.file_reads import file_read_answers, offers_file_edits
+from agentmem.ingest import tools_tokens
 from agentmem.lexical import relative_bm25, terms
 from agentmem.messages import text_of
 from agentmem.models.array_cache import ArrayCache
@@ -265,6 +266,9 @@ class PruneStage(Stage):
         total = int(corpus.tokens[rows].sum()) + MESSAGE_OVERHEAD_TOKENS * len(older)
         budget = settings.history_tokens or max(settings.history_floor_tokens,
                                                 int(settings.history_fraction * total))
+        room = await _prompt_room(draft, context, {c.index for c in older})
+        if room is not None and room < budget:  # near the model's window: what the prompt
+            budget = max(room, 0)  # budget leaves, chosen by sentence here, not by whole turn
         if total <= budget:
             return
         for candidate in older:
@@ -529,6 +533,23 @@ class PruneStage(Stage):
             context.report.warnings.append(
                 f"prune: {unscored:,} tool-output sentences past the pruner budget "
                 f"({settings.pruner_sentences}); kept only where they share a term with the query")
+
+
+async def _prompt_room(draft: Draft, context: StageContext, older: set[int]) -> int | None:
+    """What the budget stage's prompt budget leaves for the older turns: the budget less the
+    messages that always go (the system prompt, the recent window, the current step, as they
+    are now), the tools and the room kept for an agent step's next results; None when the
+    policy enforces no budget. The budget stage would otherwise drop whole older turns after
+    this stage chose their sentences (`agentmem bench agent-history --max-prompt-tokens`)."""
+    from agentmem.stages.budget import budget_for, message_counter, reserve_for
+
+    policy = context.policy
+    prompt = budget_for(context.model, policy.budget) if "budget" in policy.stages else None
+    if prompt is None:
+        return None
+    tokens = message_counter(context.history, await context.position_tokens())
+    pinned = sum(tokens(m) for m in draft.messages if m.index not in older)
+    return prompt - pinned - tools_tokens(draft.tools) - reserve_for(draft, policy.budget, prompt)
 
 
 SHRUNK = "not among the most relevant sentences within the history budget"
