@@ -49,6 +49,7 @@ from agentmem.pending import AfterReplyJob, AfterReplyWork
 from agentmem.policy import Policy, load_policy
 from agentmem.report import Report, StageRun
 from agentmem.stages import Channels, Draft, Stage, StageContext, build_stages
+from agentmem.stages.base import ingest_counts
 from agentmem.state import CacheLimits, EngineState
 from agentmem.state.steps import shared_records
 from agentmem.store import RedisConnector, SessionHandle, SessionStore, StoreUnavailable
@@ -538,17 +539,12 @@ class Call:
         self.report.warnings.append(message)
 
     async def position_tokens(self) -> list[int] | None:
-        """Tokens per history position from ingest (stored prefix + new turns), if known."""
+        """Tokens per history position from ingest (stored prefix + new turns), if known
+        (read once per call: a stage may have read them already)."""
         if self.store is None or self.prefix is None:
             return None
-        if self.channels is not None and self.channels.position_tokens is not None:
-            counts = self.channels.position_tokens  # a stage read them already
-            return counts if len(counts) == len(self.history) else None
-        try:
-            stored = (await self.store.turn_tokens(self.handle))[: self.prefix.matched]
-        except StoreUnavailable:
-            return None
-        counts = stored + [turn.tokens for turn in self.new_turns]
+        counts = await ingest_counts(self.channels or Channels(), self.store, self.handle,
+                                     self.prefix.matched, self.new_turns)
         return counts if len(counts) == len(self.history) else None
 
     def adopt(self, draft: Draft, position_tokens: list[int] | None = None) -> None:

@@ -120,6 +120,28 @@ class Channels:
         self.corpus_from = position if self.corpus_from is None else min(self.corpus_from, position)
 
 
+async def ingest_counts(channels: Channels, store: SessionStore | None,
+                        session: SessionHandle | None, stored_positions: int,
+                        new_turns: list[TurnRecord]) -> list[int]:
+    """Token counts by history position as ingest counted them: the stored turns' (kept at
+    ingest) and the call's new ones; shorter than the history when the stored ones cannot be
+    read (the caller counts the rest itself). Read once per call: the prune stage, the budget
+    stage and the call's commit all need them (``channels.position_tokens``)."""
+    from agentmem.store.sessions import StoreUnavailable
+
+    if channels.position_tokens is not None:
+        return channels.position_tokens
+    try:
+        stored = await store.turn_tokens(session) if store and session else []
+    except StoreUnavailable:  # counted by the caller instead: a blip must not fail a stage
+        stored = []
+    stored = stored[:stored_positions]  # later stored turns may be a superseded branch
+    if len(stored) == stored_positions:
+        stored += [turn.tokens for turn in new_turns]
+    channels.position_tokens = stored
+    return stored
+
+
 @dataclass
 class StageContext:
     """What a stage may read: the policy, the incoming history, the session, the engine's state
@@ -148,22 +170,9 @@ class StageContext:
         return (stored + [self.next_turn_id + k for k in range(max(0, upto - len(stored)))])[:upto]
 
     async def position_tokens(self) -> list[int]:
-        """Token counts of the history's positions as ingest counted them: the stored turns'
-        (kept at ingest) and this call's new ones; shorter than the history when the stored
-        ones cannot be read (a caller counts the rest itself)."""
-        from agentmem.store.sessions import StoreUnavailable
-
-        if self.channels.position_tokens is not None:  # read by an earlier stage of the call
-            return self.channels.position_tokens
-        try:
-            stored = await self.store.turn_tokens(self.session) if self.store and self.session else []
-        except StoreUnavailable:  # counted by the caller instead: a blip must not fail a stage
-            stored = []
-        stored = stored[: self.stored_positions]  # later stored turns may be a superseded branch
-        if len(stored) == self.stored_positions:
-            stored += [turn.tokens for turn in self.new_turns]
-        self.channels.position_tokens = stored
-        return stored
+        """Token counts of the history's positions as ingest counted them (``ingest_counts``)."""
+        return await ingest_counts(self.channels, self.store, self.session, self.stored_positions,
+                                   self.new_turns)
 
     async def corpus(self, upto: int, *, vectors: bool = True, whole: bool = False) -> Corpus:
         """The session's sentences of history[:upto], with vectors (the engine's cache).
