@@ -556,6 +556,12 @@ async def test_budget_keeps_order_units_and_the_most_relevant(hygiene):
     assert 2 not in result.kept_indices or {2, 3} <= set(result.kept_indices)
     drops = result.report.stages[0].decisions
     assert drops and all("budget" in d.reason for d in drops)
+    # one decision per run of dropped messages, each listed once, each with its unit's score
+    dropped = [i for d in drops for i in d.detail["unit"]]
+    assert sorted(dropped) == sorted(set(range(len(history))) - set(result.kept_indices))
+    assert all(d.detail["unit"] == list(range(d.detail["unit"][0], d.detail["unit"][-1] + 1))
+               and len(d.detail["scores"]) == len(d.detail["unit"]) for d in drops)
+    assert len(drops) < len(dropped) / 2
 
 
 async def test_budget_ranks_a_tool_call_by_its_stored_result(data_dir):

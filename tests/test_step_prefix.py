@@ -88,3 +88,51 @@ def test_an_agent_near_its_budget_keeps_one_prefix_within_a_step(client, receive
     assert len(later) < step  # over the room kept free: more dropped ...
     assert all(m in first[:step] for m in later)  # ... and none brought back
     assert sum(message_tokens(m) for m in third) <= budget
+
+
+def test_the_room_kept_free_grows_to_the_sessions_latest_results(client, received, session_id,
+                                                                 policy_dir):
+    """An agent whose tool results are larger than the fixed share of the budget: the step's
+    first call keeps room as large as the latest result, so a second result of that size
+    fits and the second call sends the history before the step as the first did (with room
+    of 10% of the budget it dropped more, and the prefix changed)."""
+    from agentmem.ingest import message_tokens
+
+    older = _older_exchanges()
+    lookup = {"role": "user", "content": "Find me a pastry recipe. [[tool:recipes]]"}
+    earlier = [*_step_call([*older, lookup], 1, "Kanelsnegle: butter, cinnamon, sugar. " * 14),
+               {"role": "assistant", "content": "Kanelsnegle it is."}]
+    question = {"role": "user", "content": "How do I descale my kettle? [[tool:recipes]]"}
+    pinned = message_tokens(older[0]) + message_tokens(question)
+    budget = pinned + sum(message_tokens(m) for m in earlier[1:]) // 2 + 200
+    second_result = "Descaling: citric acid, twenty minutes, rinse twice, then boil. " * 9
+    result = message_tokens(earlier[-2])
+    assert 0.1 * budget < message_tokens({"role": "tool", "content": second_result}) <= result
+    assert result < 0.25 * budget  # larger than the fixed share, inside the cap
+    (policy_dir / "step-room.yaml").write_text(
+        f"extends: default\nname: step-room\nstages: [budget]\n"
+        f"prune: {{keep_recent_exchanges: 0}}\nbudget: {{max_prompt_tokens: {budget}}}\n")
+    headers = {"X-Session-Id": session_id, "X-Agentmem-Policy": "step-room"}
+    messages = [*earlier, question]
+    client.chat.completions.create(model="echo", messages=messages, tools=TOOLS, extra_headers=headers)
+    messages = _step_call(messages, 2, second_result)
+    client.chat.completions.create(model="echo", messages=messages, tools=TOOLS, extra_headers=headers)
+    first, second = (request["messages"] for request in received.requests())
+    step = first.index(question)
+    assert len(first[:step]) < len(earlier)  # the budget dropped older turns
+    assert second.index(question) == step and second[:step] == first[:step]  # one prefix
+    assert sum(message_tokens(m) for m in second) <= budget
+
+
+def test_the_room_stays_within_its_cap_and_only_for_agents():
+    from agentmem.stages.base import Draft
+    from agentmem.stages.budget import BudgetSettings, reserve_for
+
+    settings = BudgetSettings()
+    history = [{"role": "user", "content": "q"}, {"role": "tool", "content": "r"},
+               {"role": "tool", "content": "r"}]
+    chat, agent = Draft.of(history, None), Draft.of(history, TOOLS)
+    assert reserve_for(chat, settings, 10_000, history, [5, 3_000, 400]) == 0
+    assert reserve_for(agent, settings, 10_000, history, [5, 300, 400]) == 1_000  # the floor
+    assert reserve_for(agent, settings, 10_000, history, [5, 1_800, 400]) == 1_800  # grown
+    assert reserve_for(agent, settings, 10_000, history, [5, 9_000, 400]) == 2_500  # capped

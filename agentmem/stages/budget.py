@@ -13,8 +13,11 @@ dropped and only drop more: an agent near its model's window grows the step with
 result, and choosing the older units anew on each call (for a query that now holds the tool
 results) kept different ones each time, so the request's prefix changed from the first older
 unit on and a provider's prompt cache served nothing of it. A request that offers tools keeps
-``step_reserve`` of the budget free when it has to drop older units, so the step's next
-results fit without dropping again.
+room free when it has to drop older units, so the step's next results fit without dropping
+again: ``step_reserve`` of the budget, or, when the session's latest tool results are larger,
+as much as the largest of them, up to ``step_reserve_max`` (a fixed share held the prefix only
+while results stayed under it: at a 5,000-token budget a 500-800-token search result
+outgrew 10% on most steps).
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ from agentmem.ingest import message_tokens, tools_tokens
 from agentmem.messages import text_of
 from agentmem.models.embedder import from_bytes
 from agentmem.models.runtime import embed
-from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, OutgoingMessage, Stage, StageContext
 from agentmem.stages.overflow import fit_tool_outputs
+from agentmem.stages.prune import drop_runs
 from agentmem.state.steps import StepReplay
 
 
@@ -51,6 +54,9 @@ class BudgetSettings(BaseModel):
     step_reserve: float = Field(
         0.1, ge=0, lt=1, description="Share of the budget left free when older units must be "
         "dropped from a request that offers tools: room for the step's next tool results.")
+    step_reserve_max: float = Field(
+        0.25, ge=0, lt=1, description="The most that room grows to when the session's latest "
+        "tool results are larger than step_reserve of the budget: as large as the largest.")
 
 
 
@@ -78,10 +84,28 @@ def message_counter(history: list[dict[str, Any]], counted: list[int]
     return tokens
 
 
-def reserve_for(draft: Draft, settings: BudgetSettings, budget: int) -> int:
-    """The room kept free for an agent step's next tool results: ``step_reserve`` of the
-    budget when the request offers tools (an agent may call again in this step), else 0."""
-    return int(settings.step_reserve * budget) if draft.tools or draft.functions else 0
+RECENT_RESULTS = 5  # the session's latest tool results that size the room for the next one
+
+
+def reserve_for(draft: Draft, settings: BudgetSettings, budget: int,
+                history: list[dict[str, Any]], counted: list[int]) -> int:
+    """The room kept free for an agent step's next tool results when the request offers tools
+    (an agent may call again in this step; else 0): ``step_reserve`` of the budget, or the
+    largest of the session's latest tool results as they arrived (``counted``: ingest's
+    counts; a result in the step is sent whole), up to ``step_reserve_max`` of the budget."""
+    if not (draft.tools or draft.functions):
+        return 0
+    largest = 0
+    seen = 0
+    for index in range(len(history) - 1, -1, -1):
+        if history[index].get("role") in {"tool", "function"}:
+            size = counted[index] if index < len(counted) else message_tokens(history[index])
+            largest = max(largest, size)
+            seen += 1
+            if seen == RECENT_RESULTS:
+                break
+    grown = min(largest, int(settings.step_reserve_max * budget))
+    return max(int(settings.step_reserve * budget), grown)
 
 
 class BudgetStage(Stage):
@@ -95,7 +119,8 @@ class BudgetStage(Stage):
         if budget is None:
             return
         history = context.history
-        tokens = message_counter(history, await context.position_tokens())
+        counted = await context.position_tokens()
+        tokens = message_counter(history, counted)
 
         def fits() -> bool:
             return sum(tokens(m) for m in draft.messages) + tools_tokens(draft.tools) <= budget
@@ -112,13 +137,15 @@ class BudgetStage(Stage):
         # first call (and as the prune stage chooses them): its vector is cached by then, and
         # without a record (no session) the same units come out while the reserve holds
         query = query_of(history[: step_start + 1] if settings.step_stable else history)
-        await self._fit(draft, context, budget, tokens, query)
+        await self._fit(draft, context, budget, tokens, query,
+                        reserve_for(draft, settings, budget, history, counted))
         if step is not None:
             await step.record(draft, context.run)
 
     async def _fit(self, draft: Draft, context: StageContext, budget: int,
-                   tokens: Callable[[OutgoingMessage], int], query: str) -> None:
-        """Drop older units, least relevant first, until the request fits ``budget``."""
+                   tokens: Callable[[OutgoingMessage], int], query: str, reserve: int) -> None:
+        """Drop older units, least relevant first, until the request fits ``budget`` with
+        ``reserve`` left free."""
         settings = context.policy.budget
         history = context.history
         units = draft.units()
@@ -145,7 +172,6 @@ class BudgetStage(Stage):
             return
         # an agent (the request offers tools) may call again in this step: its next results
         # should fit without dropping more of the older units (which changes the prefix)
-        reserve = reserve_for(draft, settings, budget)
         remaining -= reserve
         vectors, known = await self._vectors([units[n] for n in optional], query, context)
         query_vector, unit_vectors = vectors[0], vectors[1:]
@@ -167,18 +193,15 @@ class BudgetStage(Stage):
                 remaining -= cost[optional[best]]
                 redundancy = np.maximum(redundancy, similarity[:, best])
         keep = {optional[i] for i in chosen}
-        free = f" ({reserve} kept free for the agent's next tool results)" if reserve else ""
+        dropped: dict[int, float] = {}
         for position, number in enumerate(optional):
-            if number in keep:
-                continue
-            unit = units[number]
-            draft.drop_unit(unit)
-            context.run.decisions.append(Decision(
-                action=Action.DROP_MESSAGE, message_index=unit[0].index, position=unit[0].index,
-                score=float(relevance[position]),
-                reason=f"over the prompt budget of {budget} tokens{free}; lower relevance after "
-                       "redundancy",
-                detail={"unit": [m.index for m in unit], "tokens": cost[number]}))
+            if number not in keep:
+                draft.drop_unit(units[number])
+                dropped.update((m.index, float(relevance[position])) for m in units[number])
+        free = f" ({reserve} kept free for the agent's next tool results)" if reserve else ""
+        context.run.decisions.extend(drop_runs(  # one per run: at the window a session drops hundreds
+            dropped, f"over the prompt budget of {budget} tokens{free}; lower relevance after "
+                     "redundancy"))
 
     @staticmethod
     async def _vectors(units: list[list[OutgoingMessage]], query: str, context: StageContext

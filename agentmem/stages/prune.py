@@ -547,9 +547,11 @@ async def _prompt_room(draft: Draft, context: StageContext, older: set[int]) -> 
     prompt = budget_for(context.model, policy.budget) if "budget" in policy.stages else None
     if prompt is None:
         return None
-    tokens = message_counter(context.history, await context.position_tokens())
+    counted = await context.position_tokens()
+    tokens = message_counter(context.history, counted)
     pinned = sum(tokens(m) for m in draft.messages if m.index not in older)
-    return prompt - pinned - tools_tokens(draft.tools) - reserve_for(draft, policy.budget, prompt)
+    reserve = reserve_for(draft, policy.budget, prompt, context.history, counted)
+    return prompt - pinned - tools_tokens(draft.tools) - reserve
 
 
 SHRUNK = "not among the most relevant sentences within the history budget"
@@ -561,8 +563,9 @@ def drop_runs(dropped: dict[int, float], reason: str) -> list[Decision]:
     """One decision per run of consecutive messages dropped for the same reason.
 
     A 2,000-turn session drops most of its turns on every call; one decision (and one stored
-    report entry) per turn cost ~10 ms a call and ~0.5 MB of report. ``detail.unit`` lists
-    every message the decision drops and ``detail.scores`` each one's best score.
+    report entry) per turn cost ~10 ms a call and ~0.5 MB of report; the budget stage's drops
+    near a model's window are as many. ``detail.unit`` lists every message the decision drops
+    and ``detail.scores`` each one's score (prune: its best sentence's; budget: its unit's).
     """
     decisions, indices = [], sorted(dropped)
     start = 0
