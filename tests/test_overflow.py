@@ -187,3 +187,22 @@ async def test_two_pages_in_parts_are_both_cut_with_spans_of_the_stored_text(hyg
         removed = joined[a:b]
         assert removed in sentences and removed not in parts[0] + parts[1], removed
     await hygiene.drain()
+
+
+async def test_a_steps_later_call_cuts_its_page_from_the_first_calls_reading(hygiene):
+    """The page stays in the agent step and over the budget, so each of the step's calls cuts
+    it for the same user message: the later calls reuse the first call's reading of it (its
+    sentences, their tokens and scores) and cut it to what the step leaves."""
+    from agentmem.stages.overflow import read_output
+
+    session = f"of-{uuid.uuid4().hex[:8]}"
+    history = _step("Who painted the ferry green, and when?", "web_fetch", _page(400, seed=7))
+    first = await hygiene.apply(history, session_id=session, policy=_policy(1500))
+    hits = read_output.cache_info().hits
+    call = {"id": "f2", "type": "function", "function": {"name": "web_fetch", "arguments": "{}"}}
+    history += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "f2", "content": "No further pages on the ferry."}]
+    second = await hygiene.apply(history, session_id=session, policy=_policy(1500))
+    assert read_output.cache_info().hits == hits + 1
+    assert FACT in first.messages[3]["content"] and FACT in second.messages[3]["content"]
+    assert second.report.tokens_after <= 1500 and second.messages[-1] == history[-1]

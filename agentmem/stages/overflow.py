@@ -17,6 +17,7 @@ still over.
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +55,8 @@ async def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[Out
     for index, part, text in outputs:
         if over <= 0:
             break
-        reading = (await asyncio.to_thread(_Reading.of, text, query, True)
-                   if len(text) > OFF_LOOP_CHARS else _Reading.of(text, query))
+        reading = (await asyncio.to_thread(read_output, text, query, True)
+                   if len(text) > OFF_LOOP_CHARS else read_output(text, query, False))
         if reading is None or (part is not None and sum(reading.costs) < MIN_OUTPUT_TOKENS):
             continue
         message, before = draft.message_at(index), tokens[index]
@@ -86,7 +87,7 @@ class _Cut:
     json: bool
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Reading:
     """A tool output's sentences (a JSON answer's rows), each one's tokens and its score for
     the query: the query's words (BM25 within the output; a prose sentence also half of its
@@ -149,6 +150,15 @@ class _Reading:
         removed = [((a + offset, b + offset), float(self.score[row])) for row, ((a, b), kept_row, unit)
                    in enumerate(zip(self.spans, keep, self.units)) if unit and not kept_row]
         return _Cut(cut, message_tokens(cut), removed, self.layout is not None)
+
+
+@functools.lru_cache(maxsize=8)
+def read_output(text: str, query: str, off_loop: bool) -> _Reading | None:
+    """``_Reading.of``, kept for the agent step's later calls: the page stays in the step and
+    over the budget, so each call cut it again for the same user message (~110-150 ms for
+    300,000 characters). A few readings, least recently used evicted; a hit compares the text
+    whole, never by a hash alone."""
+    return _Reading.of(text, query, off_loop)
 
 
 def _texts(message: dict[str, Any]) -> list[tuple[int | None, str]]:
