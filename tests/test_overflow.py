@@ -206,3 +206,30 @@ async def test_a_steps_later_call_cuts_its_page_from_the_first_calls_reading(hyg
     assert read_output.cache_info().hits == hits + 1
     assert FACT in first.messages[3]["content"] and FACT in second.messages[3]["content"]
     assert second.report.tokens_after <= 1500 and second.messages[-1] == history[-1]
+
+
+async def test_an_agents_page_goes_out_as_first_cut_while_its_step_fits(hygiene):
+    """An agent step with a page over the budget: the first cut leaves the budget stage's
+    fixed share free, so the step's next small result goes out after the same page (a
+    provider's prompt cache holds through it); a result larger than that room cuts it again."""
+    tools = [{"type": "function", "function": {"name": "web_fetch", "description": "Fetch a page.",
+                                               "parameters": {"type": "object", "properties": {}}}}]
+    session = f"of-{uuid.uuid4().hex[:8]}"
+    history = _step("Who painted the ferry green, and when?", "web_fetch", _page(400, seed=11))
+
+    def more(number: int, result: str) -> list[dict]:
+        call = {"id": f"f{number}", "type": "function", "function": {"name": "web_fetch", "arguments": "{}"}}
+        return [{"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"f{number}", "content": result}]
+
+    first = await hygiene.apply(history, tools=tools, session_id=session, policy=_policy(1500))
+    history += more(2, "No further pages on the ferry.")
+    second = await hygiene.apply(history, tools=tools, session_id=session, policy=_policy(1500))
+    history += more(3, _page(14, seed=12))  # ~300 tokens: more than a tenth of the budget
+    third = await hygiene.apply(history, tools=tools, session_id=session, policy=_policy(1500))
+    page = first.messages[3]["content"]
+    assert FACT in page and first.report.tokens_after <= 1500 - 150  # the room kept free
+    assert second.messages[3] == first.messages[3]  # the same cut, byte for byte
+    assert second.messages[-1] == history[-3] and second.report.tokens_after <= 1500
+    assert len(third.messages[3]["content"]) < len(page) and third.report.tokens_after <= 1500
+    assert FACT in third.messages[3]["content"]

@@ -5,8 +5,9 @@ cuts the page to what the budget leaves (``stages/overflow.py``). This builds su
 page of ``--chars`` characters made of a prune-format file's passages (rotated per trial), a
 question from the file, and ``--calls`` calls, each adding a small tool result, at a
 ``--budget``-token prompt budget; it reports the budget stage's milliseconds on the step's
-first call and on its later calls. The engine runs in the server's process settings
-(``bench.scratch``). Run it on a quiet machine.
+first call and on its later calls, and how many later calls sent the page as the first
+did (the requests offer the agent's tool, as an agent's do). The engine runs in the server's
+process settings (``bench.scratch``). Run it on a quiet machine.
 
     python -m agentmem.bench.page_step --data ../shared/data/prune/squad_dev.jsonl
 """
@@ -19,6 +20,9 @@ import json
 import statistics
 from pathlib import Path
 from typing import Any
+
+TOOLS = [{"type": "function", "function": {"name": "web_fetch", "description": "Fetch a web page.",
+                                           "parameters": {"type": "object", "properties": {}}}}]
 
 
 def _call(number: int) -> dict[str, Any]:
@@ -38,6 +42,7 @@ async def page_steps(data: str, *, trials: int = 4, calls: int = 3, chars: int =
                                "budget": {"max_prompt_tokens": budget}})
     first: list[float] = []
     later: list[float] = []
+    same = 0  # later calls that sent the page as the step's first call did
     async with scratch_hygiene("default", "page-step") as hygiene:
         for trial in range(trials):
             shift = trial * len(passages) // trials
@@ -47,10 +52,16 @@ async def page_steps(data: str, *, trials: int = 4, calls: int = 3, chars: int =
             history = [{"role": "system", "content": "You are a research agent."},
                        {"role": "user", "content": question}, _call(0),
                        {"role": "tool", "tool_call_id": "c0", "content": page}]
+            sent = None
             for number in range(1, calls + 1):
-                result = await hygiene.apply(history, session_id=f"page-{trial}", policy=policy)
+                result = await hygiene.apply(history, tools=TOOLS, session_id=f"page-{trial}",
+                                             policy=policy)
                 [run] = [r for r in result.report.stages if r.stage == "budget"]
                 (first if number == 1 else later).append(run.latency_ms)
+                if number == 1:
+                    sent = result.messages[3]
+                else:
+                    same += result.messages[3] == sent
                 await hygiene.drain()
                 history += [_call(number), {"role": "tool", "tool_call_id": f"c{number}",
                                             "content": f"Result {number}: nothing more on this."}]
@@ -58,7 +69,8 @@ async def page_steps(data: str, *, trials: int = 4, calls: int = 3, chars: int =
             "budget_stage_first_call_ms": [round(x, 1) for x in first],
             "budget_stage_later_calls_ms": [round(x, 1) for x in later],
             "first_call_p50": statistics.median(first),
-            "later_calls_p50": statistics.median(later) if later else None}
+            "later_calls_p50": statistics.median(later) if later else None,
+            "later_calls_page_as_first": same, "later_calls": len(later)}
 
 
 def main() -> None:

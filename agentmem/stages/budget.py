@@ -159,8 +159,11 @@ class BudgetStage(Stage):
         remaining = budget - sum(cost[n] for n in fixed) - tools_tokens(draft.tools)
         if remaining < 0:  # the turns that always go out are over on their own
             always = [m for n in fixed for m in units[n]]
+            # an agent's step keeps the fixed share free too, so its next small result goes
+            # out after the same cut page (the grown reserve would be sized by the page itself)
+            room = int(settings.step_reserve * budget) if draft.tools or draft.functions else 0
             still = await fit_tool_outputs(draft, context, always, {m.index: tokens(m) for m in always},
-                                           -remaining, budget)
+                                           -remaining, budget, room)
             if still:
                 context.report.warnings.append(
                     f"budget: the system prompt, the recent turns and the current step are "

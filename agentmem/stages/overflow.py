@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,11 +39,17 @@ YIELD_EVERY = 32  # sentences read between GIL hand-overs off the loop (as the s
 
 
 async def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[OutgoingMessage],
-                           tokens: dict[int, int], over: int, budget: int) -> int:
+                           tokens: dict[int, int], over: int, budget: int, room: int = 0) -> int:
     """Cut the largest tool outputs among ``pinned`` (the messages that must go out) by
-    ``over`` tokens in all, largest first; ``tokens``: each one's count. Returns what is still
-    over (0 when it fits). A large output is read in a thread that hands the GIL over as the
-    session corpus's does (~150 ms for 300,000 characters: other sessions' calls go on)."""
+    ``over`` tokens in all, and ``room`` more where they can, largest first; ``tokens``: each
+    one's count. Returns what is still over (0 when it fits). A large output is read in a
+    thread that hands the GIL over as the session corpus's does (~150 ms for 300,000
+    characters: other sessions' calls go on).
+
+    An agent step's later calls send an output as its latest cut while that still fits and
+    leaves no more than ``room`` unused: the page the step fetched stays the same from call to
+    call (a provider's prompt cache holds through it) until the step's new results outgrow the
+    room the first cut left."""
     history = context.history
     last = last_user_index(history)
     query = text_of(history[last]) if last is not None else ""
@@ -55,6 +61,7 @@ async def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[Out
     for index, part, text in outputs:
         if over <= 0:
             break
+        want = over + room
         reading = (await asyncio.to_thread(read_output, text, query, True)
                    if len(text) > OFF_LOOP_CHARS else read_output(text, query, False))
         if reading is None or (part is not None and sum(reading.costs) < MIN_OUTPUT_TOKENS):
@@ -62,14 +69,16 @@ async def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[Out
         message, before = draft.message_at(index), tokens[index]
         # where the text sits in the message's text as stored (its parts joined, none cut yet)
         offset = 0 if part is None else len(text_of({"content": history[index]["content"][:part]}))
-        # the text's own tokens less what must go (a part: the message's others stay whole)
-        allowed = before - over if part is None else sum(reading.costs) - over
-        allowed -= allowed // 100  # sentences counted alone sum to a little less than the text
-        for _ in range(4):
-            cut = reading.cut(message, max(allowed, MIN_OUTPUT_TOKENS // 2), part, offset)
-            if cut is None or before - cut.tokens >= over or allowed <= MIN_OUTPUT_TOKENS // 2:
-                break
-            allowed -= over - (before - cut.tokens)
+        cut = reading.again(message, part, offset)
+        if cut is None or not over <= before - cut.tokens <= want + room:
+            # the text's own tokens less what should go (a part: the message's others stay whole)
+            allowed = before - want if part is None else sum(reading.costs) - want
+            allowed -= allowed // 100  # sentences counted alone sum to a little less than the text
+            for _ in range(4):
+                cut = reading.cut(message, max(allowed, MIN_OUTPUT_TOKENS // 2), part, offset)
+                if cut is None or before - cut.tokens >= want or allowed <= MIN_OUTPUT_TOKENS // 2:
+                    break
+                allowed -= want - (before - cut.tokens)
         if cut is None:
             continue
         context.run.decisions.append(_decision(index, cut, budget))
@@ -100,6 +109,7 @@ class _Reading:
     costs: list[int]
     order: list[int]  # rows, best first
     score: np.ndarray
+    latest: list[list[bool]] = field(default_factory=list)  # the last cut's rows kept (one slot)
 
     @classmethod
     def of(cls, text: str, query: str, off_loop: bool = False) -> _Reading | None:
@@ -140,6 +150,16 @@ class _Reading:
             keep[next(row for row in self.order if self.units[row])] = True
         if all(keep):
             return None
+        return self.keeping(message, keep, part, offset)
+
+    def again(self, message: dict[str, Any], part: int | None = None, offset: int = 0
+              ) -> _Cut | None:
+        """The latest cut of this output made again (the same rows kept), if there was one."""
+        return self.keeping(message, self.latest[0], part, offset) if self.latest else None
+
+    def keeping(self, message: dict[str, Any], keep: list[bool], part: int | None,
+                offset: int) -> _Cut:
+        self.latest[:] = [keep]
         kept = kept_content(self.text, self.spans, keep, self.layout)
         if part is None:
             cut = {**message, "content": kept}
