@@ -6,7 +6,8 @@ page of ``--chars`` characters made of a prune-format file's passages (rotated p
 question from the file, and ``--calls`` calls, each adding a small tool result, at a
 ``--budget``-token prompt budget; it reports the budget stage's milliseconds on the step's
 first call and on its later calls, and how many later calls sent the page as the first
-did (the requests offer the agent's tool, as an agent's do). The engine runs in the server's
+did (the requests offer the agent's tool, as an agent's do) and how many first calls' cut
+page still holds an answer sentence of the question. The engine runs in the server's
 process settings (``bench.scratch``). Run it on a quiet machine.
 
     python -m agentmem.bench.page_step --data ../shared/data/prune/squad_dev.jsonl
@@ -43,12 +44,15 @@ async def page_steps(data: str, *, trials: int = 4, calls: int = 3, chars: int =
     first: list[float] = []
     later: list[float] = []
     same = 0  # later calls that sent the page as the step's first call did
+    kept = 0  # first calls whose cut page holds an answer sentence of the question
     async with scratch_hygiene("default", "page-step") as hygiene:
         for trial in range(trials):
             shift = trial * len(passages) // trials
             text = " ".join(passages[shift:] + passages[:shift])
             page = (text * (chars // max(1, len(text)) + 1))[:chars]
-            question = records[(trial * 997 + 7) % len(records)].question
+            record = records[(trial * 997 + 7) % len(records)]
+            question = record.question
+            answers = [sentence for sentence, label in zip(record.sentences, record.labels) if label]
             history = [{"role": "system", "content": "You are a research agent."},
                        {"role": "user", "content": question}, _call(0),
                        {"role": "tool", "tool_call_id": "c0", "content": page}]
@@ -60,6 +64,7 @@ async def page_steps(data: str, *, trials: int = 4, calls: int = 3, chars: int =
                 (first if number == 1 else later).append(run.latency_ms)
                 if number == 1:
                     sent = result.messages[3]
+                    kept += any(answer in str(sent["content"]) for answer in answers)
                 else:
                     same += result.messages[3] == sent
                 await hygiene.drain()
@@ -70,7 +75,8 @@ async def page_steps(data: str, *, trials: int = 4, calls: int = 3, chars: int =
             "budget_stage_later_calls_ms": [round(x, 1) for x in later],
             "first_call_p50": statistics.median(first),
             "later_calls_p50": statistics.median(later) if later else None,
-            "later_calls_page_as_first": same, "later_calls": len(later)}
+            "later_calls_page_as_first": same, "later_calls": len(later),
+            "first_calls_answer_kept": kept}
 
 
 def main() -> None:
