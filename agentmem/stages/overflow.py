@@ -11,7 +11,8 @@ stage reports its own. BM25, no model: the page arrived with this call, its sent
 vector yet, and reading ~3,000 sentences with the pruner takes minutes on a CPU. A text that
 shares no word with the message keeps its beginning. A user's or the system's message is
 never cut: the output fits as far as tool outputs can make it, and the report says what is
-still over.
+still over. An agent's page stays in its step: its reading is kept, and its first cut leaves
+room for the step's next results, so the later calls send it as first cut (a stable prefix).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ async def fit_tool_outputs(draft: Draft, context: StageContext, pinned: list[Out
         message, before = draft.message_at(index), tokens[index]
         # where the text sits in the message's text as stored (its parts joined, none cut yet)
         offset = 0 if part is None else len(text_of({"content": history[index]["content"][:part]}))
-        cut = reading.again(message, part, offset)
+        cut = reading.again(message, part, offset) if room else None  # only an agent's step
         if cut is None or not over <= before - cut.tokens <= want + room:
             # the text's own tokens less what should go (a part: the message's others stay whole)
             allowed = before - want if part is None else sum(reading.costs) - want
@@ -159,6 +160,7 @@ class _Reading:
 
     def keeping(self, message: dict[str, Any], keep: list[bool], part: int | None,
                 offset: int) -> _Cut:
+        """The message with the rows ``keep`` marks, remembered for ``again``."""
         self.latest[:] = [keep]
         kept = kept_content(self.text, self.spans, keep, self.layout)
         if part is None:
