@@ -84,5 +84,23 @@ def test_chat_dev_set_is_deterministic_and_valid(tmp_path):
             assert qa.question and qa.answer and qa.evidence
             assert all(entry in where for entry in qa.evidence)
             assert len(_evidence(qa, where)) == len(qa.evidence)
+            if qa.category == 5:  # a list: each item in its own session's evidence turn
+                assert len({e.split(":")[0] for e in qa.evidence}) == len(qa.evidence) >= 2
+                for item, entry in zip(qa.answer.split(", "), qa.evidence, strict=True):
+                    assert item.lower() in messages[where[entry]]["content"].lower()
+                continue
             assert qa.answer.lower() in " ".join(messages[where[e]]["content"].lower()
                                                  for e in qa.evidence)
+        # one list: the city, asked in all five sessions (the cuisine is always "Italian")
+        assert [qa.evidence for qa in sample.qa if qa.category == 5] == [
+            [f"D{n}:1" for n in range(1, 6)]]
+
+
+def test_list_questions_leave_the_other_questions_as_they_were():
+    dialogues = [_dialogue(n) for n in range(12)]
+    plain = chat_samples(dialogues, seed=7, conversations=2, sessions=5, lists=0)
+    with_lists = chat_samples(dialogues, seed=7, conversations=2, sessions=5)
+    for before, after in zip(plain, with_lists, strict=True):
+        assert after["conversation"] == before["conversation"]
+        assert [qa for qa in after["qa"] if qa["category"] != 5] == before["qa"]
+        assert len(after["qa"]) == len(before["qa"]) + 1

@@ -20,6 +20,10 @@ its evidence turns, are of four kinds (``category`` 1-4, ``kind`` names it):
    right".
 4. ``system_value``: the system turn that answers a user's request (a phone number, an
    address).
+5. ``across_sessions``: the same user value asked for in every session of one service ("Which
+   cities did Alex want restaurants in?"): two to five evidence turns in as many sessions,
+   LoCoMo's list questions (its category 1, the largest share of its misses). Drawn with their
+   own seed after the other kinds, so adding them left those questions unchanged.
 
 Every question names its session by an *anchor*: another value of the same dialogue that
 occurs in no other session of the conversation, preferably stated in a turn other than the
@@ -50,6 +54,8 @@ NOUNS: dict[str, str] = {
     "Travel": "sightseeing", "Weather": "weather check"}
 
 KINDS: dict[str, int] = {"user_value": 1, "chosen_offer": 2, "confirmed": 3, "system_value": 4}
+ACROSS_SESSIONS = 5  # the category of the list questions (``across_sessions``)
+MAX_LIST_EVIDENCE = 5  # a list question's sessions: LoCoMo's list questions name 2-5 turns
 ACCEPTING_ACTS = frozenset({"SELECT", "INFORM_INTENT", "AFFIRM_INTENT", "AFFIRM"})
 # Offers a user "takes" are of items (a restaurant, a film, a car), not of their attributes.
 OFFERED_ITEMS = frozenset({"title", "venue", "airlines", "artist", "album", "category", "type"})
@@ -192,8 +198,9 @@ def session_date(start: dt.datetime, rng: random.Random) -> tuple[dt.datetime, s
 
 
 def conversation_sample(dialogues: list[dict[str, Any]], names: tuple[str, str], number: int,
-                        rng: random.Random, *, per_session: int) -> dict[str, Any]:
-    """One LoCoMo-layout sample: the dialogues as dated sessions, and their questions."""
+                        rng: random.Random, *, per_session: int, lists: int = 0) -> dict[str, Any]:
+    """One LoCoMo-layout sample: the dialogues as dated sessions, and their questions (with up to
+    ``lists`` list questions, drawn from their own seed)."""
     a, b = names
     conversation: dict[str, Any] = {"speaker_a": a, "speaker_b": b}
     when = dt.datetime(2023, 1, 1, 12) + dt.timedelta(days=rng.randint(0, 300))
@@ -207,7 +214,41 @@ def conversation_sample(dialogues: list[dict[str, Any]], names: tuple[str, str],
             {"speaker": a if t["speaker"] == "USER" else b, "dia_id": f"D{session}:{i + 1}",
              "text": t["utterance"]} for i, t in enumerate(turns)]
         qa += session_questions(dialogue, session, texts, names, rng, per_session=per_session)
+    if lists:
+        qa += list_questions(dialogues, names, random.Random(f"lists-{number}"), lists)
     return {"sample_id": f"sgd-chat-{number}", "conversation": conversation, "qa": qa}
+
+
+def list_questions(dialogues: list[dict[str, Any]], names: tuple[str, str], rng: random.Random,
+                   count: int) -> list[dict[str, Any]]:
+    """Up to ``count`` questions whose answer is a list: one slot the user gave in two to five
+    sessions of the same kind of service, each session's first such turn an evidence turn.
+    Only slots whose values differ between sessions, so no one turn answers the question."""
+    said: dict[tuple[str, str], list[tuple[int, Fact]]] = {}
+    for session, dialogue in enumerate(dialogues, start=1):
+        for fact in dialogue_facts(dialogue["turns"]):
+            if fact.kind == "user_value":
+                said.setdefault((noun(fact.service), fact.slot), []).append((session, fact))
+    groups = sorted((key, facts) for key, facts in said.items()
+                    if 2 <= len({s for s, _ in facts}) <= MAX_LIST_EVIDENCE
+                    and len({f.value.lower() for _, f in facts}) > 1)
+    rng.shuffle(groups)
+    a, _ = names
+    out = []
+    for (topic, slot), facts in groups[:count]:
+        first: dict[int, Fact] = {}
+        for session, fact in facts:
+            first.setdefault(session, fact)
+        what = slot_phrase(slot)
+        article = "an" if topic[0] in "aeiou" else "a"
+        form = rng.choice([f"Which {what} did {a} ask for each time {a} planned {article} {topic}?",
+                           f"Across all of {a}'s {topic} plans, what {what} did {a} want?"])
+        out.append({"question": form, "answer": ", ".join(f.value for f in first.values()),
+                    "evidence": [f"D{s}:{f.evidence[0] + 1}" for s, f in first.items()],
+                    "category": ACROSS_SESSIONS, "kind": "across_sessions",
+                    "short_evidence": min(len(dialogues[s - 1]["turns"][f.evidence[0]]["utterance"]
+                                              .split()) for s, f in first.items()) <= 6})
+    return out
 
 
 def session_questions(dialogue: dict[str, Any], session: int, texts: list[str],
@@ -246,7 +287,7 @@ def read_dialogues(source: Path) -> list[dict[str, Any]]:
 
 
 def chat_samples(dialogues: list[dict[str, Any]], *, seed: int = 13, conversations: int = 4,
-                 sessions: int = 55, per_session: int = 3) -> list[dict[str, Any]]:
+                 sessions: int = 55, per_session: int = 3, lists: int = 12) -> list[dict[str, Any]]:
     """``conversations`` samples of ``sessions`` distinct dialogues each (none used twice)."""
     rng = random.Random(seed)
     pool = list(dialogues)
@@ -254,7 +295,8 @@ def chat_samples(dialogues: list[dict[str, Any]], *, seed: int = 13, conversatio
     if len(pool) < conversations * sessions:
         raise ValueError(f"{len(pool)} dialogues, {conversations * sessions} needed")
     return [conversation_sample(pool[n * sessions: (n + 1) * sessions], SPEAKERS[n % len(SPEAKERS)],
-                                n, rng, per_session=per_session) for n in range(conversations)]
+                                n, rng, per_session=per_session, lists=lists)
+            for n in range(conversations)]
 
 
 def chat(source: Path, out: Path, *, seed: int = 13, conversations: int = 4,
