@@ -773,3 +773,41 @@ async def test_a_json_tool_output_keeps_whole_records_and_still_parses(hygiene):
         drops = [d for d in result.report.stages[0].decisions if d.action == "drop_message"]
         assert all(d.reason.startswith("no sentence of this turn") for d in drops)
         assert bool(drops) == (history is older)  # the old volcano facts go
+
+
+def _dinner_sittings() -> list[dict]:
+    """Six dated sittings, each planning a dinner in a town; the booked restaurant is offered
+    four turns after the town is named, past the window of neighbouring turns."""
+    towns = ["Ashford", "Birchville", "Corbridge", "Dunmore", "Elmstead", "Fairlie"]
+    places = ["Chez Marcel", "Golden Lotus", "Trattoria Nonna", "The Salt House",
+              "Casa Lupita", "Blue Fern"]
+    cuisines = ["French", "Chinese", "Italian", "seafood", "Mexican", "vegetarian"]
+    messages: list[dict] = [{"role": "system", "content": "You are a helpful assistant."}]
+    for day, (town, place, cuisine) in enumerate(zip(towns, places, cuisines, strict=True)):
+        messages += [
+            {"role": "user", "content": f"[7:30 pm on {day + 3} May, 2024] I'm planning a "
+                                        f"dinner out in {town} this weekend."},
+            {"role": "assistant", "content": "Nice! Any kind of food in mind?"},
+            {"role": "user", "content": f"Something {cuisine}, and not too loud."},
+            {"role": "assistant", "content": "Got it. Is it for two?"},
+            {"role": "user", "content": "Yes, just the two of us."},
+            {"role": "assistant", "content": f"How about {place}, with its quiet terrace?"},
+            {"role": "user", "content": "Yes, that one works."},
+            {"role": "assistant", "content": "Great, it is booked for Saturday at eight."},
+        ]
+    return messages
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.4])
+async def test_a_sittings_date_stamp_keeps_the_answer_with_the_turn_that_names_it(hygiene, weight):
+    """sitting_weight: "the dinner in Birchville" names sitting two by its first turn; the
+    restaurant taken is four turns on. Within a tight history budget it reaches the model only
+    when the sitting's turns share its best score."""
+    history = _dinner_sittings() + [
+        {"role": "user", "content": "Which restaurant did we pick for the dinner in Birchville?"}]
+    policy = _policy(history_tokens=90, sitting_weight=weight)
+    result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
+    sent = " ".join(m.get("content") or "" for m in result.messages)
+    assert "Birchville this weekend" in sent
+    assert ("Golden Lotus" in sent) == (weight > 0), sent
+    assert not any(place in sent for place in ["Chez Marcel", "Trattoria Nonna", "Casa Lupita"])

@@ -124,6 +124,38 @@ def test_evidence_spread_over_a_stretch_of_turns_is_kept_together():
     assert two.tolist() == [1.0, 0.5, 0.5]  # no turn is two away
 
 
+def test_a_sitting_named_by_one_turn_lifts_its_other_turns():
+    """sitting_weight: the question names the sitting by its first turn ("the dinner in
+    Birchville"); the answer ("Yes, that one.") is three turns on, beyond the window. Each
+    sentence gains a share of the best score of its sitting, which a date stamp opens; turns
+    of other sittings gain their own sitting's best, and a chat without stamps is unchanged."""
+    from agentmem.stages.selection import add_sitting_context
+
+    score = np.array([0, 0, 0, 0, 0.9, 0, 0, 0, 0.2, 0], np.float32)  # one sentence per turn
+    dated = np.array([1, 0, 0, 0, 1, 0, 0, 0, 1, 0], bool)  # sittings: 0-3, 4-7, 8-9
+    lifted = score.copy()
+    add_sitting_context(_turns([1] * 10), lifted, dated, 0.5)
+    assert lifted.tolist() == pytest.approx([0, 0, 0, 0, 1.35, .45, .45, .45, .3, .1])
+    undated = score.copy()
+    add_sitting_context(_turns([1] * 10), undated, np.zeros(10, bool), 0.5)
+    assert undated.tolist() == score.tolist()
+    # older turns are a subset of the positions (the recent window is not among them)
+    tail = np.array([0.0, 0.4, 0.0], np.float32)
+    add_sitting_context(_turns([1, 1, 1]), tail, np.array([0, 1, 0, 0, 0], bool), 1.0)
+    assert tail.tolist() == pytest.approx([0.0, 0.8, 0.4])  # turn 0 precedes the first stamp
+
+
+def test_a_turn_opens_a_sitting_only_with_a_date_stamp():
+    from agentmem.episodes import opens_with_date
+
+    for stamped in ["[1:56 pm on 8 May, 2023] Hey Mel!", "(2023-05-08) Morning.",
+                    "[03/04/2023 10:00] hi", "[Session 2, 3 June 2023] So?", " [May 8] ok"]:
+        assert opens_with_date(stamped), stamped
+    for plain in ["Hey [1 May] was fun", "[note] May 8 we met", "(see page 3) of the book",
+                  "On 8 May, 2023 we met.", "[a link](https://example.com/2023-05-08)"]:
+        assert not opens_with_date(plain), plain
+
+
 async def test_turn_sums_follow_the_corpus_as_it_grows_and_fills():
     """The exchange rule's per-turn vector sums are query-independent and kept in the corpus:
     extended with new turns, and patched when the background fill embeds a row."""

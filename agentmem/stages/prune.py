@@ -39,6 +39,7 @@ from agentmem.stages.base import Draft, Stage, StageContext
 from agentmem.stages.selection import (
     TurnRows,
     add_exchange_similarity,
+    add_sitting_context,
     add_turn_context,
     diversified,
     excluded_rows,
@@ -145,6 +146,10 @@ class PruneSettings(BaseModel):
     window_decay: float = Field(
         0.7, gt=0, le=1, description="Factor on window_weight per turn of distance: the turn "
         "d = 2..window_turns away inherits window_weight x window_decay^(d-1).")
+    sitting_weight: float = Field(
+        0.0, ge=0, description="Share of the best score of its sitting's older turns a sentence "
+        "inherits, where turns open with a date stamp ('[1:56 pm on 8 May, 2023] ...', "
+        "agentmem.episodes): a question names a sitting by anything said in it.")
     rerank_turns: int = Field(
         0, ge=0, description="Best recalled older turns the pruner rescores (0: embeddings and "
         "BM25 only, the fast path).")
@@ -290,6 +295,8 @@ class PruneStage(Stage):
         if settings.exchange_weight:
             add_exchange_similarity(turns, score, corpus.turn_sums(), vector,
                                     settings.exchange_weight)
+        if settings.sitting_weight:
+            add_sitting_context(turns, score, corpus.dated_turns(), settings.sitting_weight)
         add_turn_context(turns, score, settings.context_weight, window=settings.window_turns,
                          window_weight=settings.window_weight, decay=settings.window_decay)
         excluded = excluded_rows(context, corpus)

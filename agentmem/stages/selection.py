@@ -60,6 +60,32 @@ def add_exchange_similarity(turns: TurnRows, score: np.ndarray, turn_sums: np.nd
     turns.add(score, weight * similarity)
 
 
+def add_episode_context(turns: TurnRows, score: np.ndarray, episode: np.ndarray,
+                        weight: float) -> None:
+    """Each sentence gains ``weight`` times the best score of its episode's turns
+    (``episode``: per older turn, the id of its stretch of the conversation)."""
+    best = turns.best(score)
+    top = np.full(int(episode.max()) + 1, -np.inf, dtype=np.float64)
+    np.maximum.at(top, episode, best)
+    turns.add(score, weight * top[episode])
+
+
+def add_sitting_context(turns: TurnRows, score: np.ndarray, dated: np.ndarray,
+                        weight: float) -> None:
+    """A question names a sitting of a long chat by something said anywhere in it ("the event at
+    Forest Hills"), while the answer is another turn of it ("Yes, that one works."): each
+    sentence gains ``weight`` times the best score of its sitting's older turns. ``dated``: per
+    position of the corpus, whether that turn opens a sitting with a date stamp
+    (``agentmem.episodes``); a conversation without stamps is left as it is."""
+    if not dated.any():
+        return
+    sitting = np.cumsum(dated)[turns.positions]
+    best = turns.best(score).astype(np.float64)
+    top = np.full(int(sitting.max()) + 1, -np.inf)
+    np.maximum.at(top, sitting, best)
+    turns.add(score, weight * top[sitting])
+
+
 def add_turn_context(turns: TurnRows, score: np.ndarray, weight: float, *, window: int = 1,
                      window_weight: float = 0.0, decay: float = 1.0) -> None:
     """A reply like "Wow, me too!" is only relevant through the turn before it: each sentence

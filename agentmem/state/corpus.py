@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agentmem.episodes import opens_with_date
 from agentmem.ingest import chain_hashes, source_of
 from agentmem.lexical import BM25Index, terms
 from agentmem.messages import text_of
@@ -79,6 +80,7 @@ class Corpus:
     sums: np.ndarray = field(default_factory=lambda: np.zeros((0, DIMENSION), np.float32))
     sums_room: np.ndarray | None = None  # ``sums`` is a view of its first rows (turn_sums)
     chars: int = -1  # characters of ``texts``, kept as rows are added (-1: not counted yet)
+    dated: list[bool] = field(default_factory=list)  # per position: opens a sitting (dated_turns)
 
     @property
     def covered(self) -> int:
@@ -103,6 +105,15 @@ class Corpus:
                 new[nonempty] = np.add.reduceat(self.vectors[first:], starts)
             self.sums, self.sums_room = _grown(self.sums, self.sums_room, new)
         return self.sums
+
+    def dated_turns(self) -> np.ndarray:
+        """Per position, whether its turn opens with a date stamp (``agentmem.episodes``: a new
+        sitting of the conversation). Query-independent, so kept: a call reads only the turns
+        added since the last one."""
+        for position in range(len(self.dated), self.covered):
+            span = self.rows_of[position]
+            self.dated.append(bool(len(span)) and opens_with_date(self.texts[span.start]))
+        return np.asarray(self.dated[: self.covered], dtype=np.bool_)
 
     @property
     def missing(self) -> int:
