@@ -125,10 +125,9 @@ def test_evidence_spread_over_a_stretch_of_turns_is_kept_together():
 
 
 def test_a_sitting_named_by_one_turn_lifts_its_other_turns():
-    """sitting_weight: the question names the sitting by its first turn ("the dinner in
-    Birchville"); the answer ("Yes, that one.") is three turns on, beyond the window. Each
-    sentence gains a share of the best score of its sitting, which a date stamp opens; turns
-    of other sittings gain their own sitting's best, and a chat without stamps is unchanged."""
+    """sitting_weight: each sentence gains a share of the best score of its sitting (which a
+    date stamp opens), however far from the turn that holds it; turns of other sittings gain
+    their own sitting's best, and a chat without stamps is unchanged."""
     from agentmem.stages.selection import add_sitting_context
 
     score = np.array([0, 0, 0, 0, 0.9, 0, 0, 0, 0.2, 0], np.float32)  # one sentence per turn

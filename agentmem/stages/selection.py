@@ -60,16 +60,6 @@ def add_exchange_similarity(turns: TurnRows, score: np.ndarray, turn_sums: np.nd
     turns.add(score, weight * similarity)
 
 
-def add_episode_context(turns: TurnRows, score: np.ndarray, episode: np.ndarray,
-                        weight: float) -> None:
-    """Each sentence gains ``weight`` times the best score of its episode's turns
-    (``episode``: per older turn, the id of its stretch of the conversation)."""
-    best = turns.best(score)
-    top = np.full(int(episode.max()) + 1, -np.inf, dtype=np.float64)
-    np.maximum.at(top, episode, best)
-    turns.add(score, weight * top[episode])
-
-
 def add_sitting_context(turns: TurnRows, score: np.ndarray, dated: np.ndarray,
                         weight: float) -> None:
     """A question names a sitting of a long chat by something said anywhere in it ("the event at
