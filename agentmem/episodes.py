@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import re
 
-MONTHS = ("jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|april|"
-          "june|july|august|september|october|november|december")
+from agentmem.dates import DATE_RE
+
 # A date inside the stamp: "8 May, 2023", "May 8", "2023-05-08", "08/05/2023".
-_DATE = re.compile(rf"\b(\d{{1,2}}(st|nd|rd|th)?\s+({MONTHS})\b|({MONTHS})\.?\s+\d{{1,2}}\b|"
-                   r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4})", re.IGNORECASE)
+_DATE = re.compile(DATE_RE + r"|\b\d{4}-\d{1,2}-\d{1,2}|\b\d{1,2}/\d{1,2}/\d{2,4}", re.IGNORECASE)
 # The stamp: a bracketed or parenthesised opening of at most 80 characters.
 _STAMP = re.compile(r"\s*[\[(]([^\[\]()\n]{4,80})[\])]")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from agentmem.dates import DATE_RE, MONTH_ABBR, MONTH_RE, MONTHS
 from agentmem.quarantine.slots.qualifiers import _WEEKDAYS
 
 
@@ -224,10 +225,6 @@ _EVENTS = ("wedding birthday flight appointment interview exam surgery operation
            "check-in checkout due date dentist appointment doctor's appointment rehearsal dinner "
            "reservation booking shift class lesson").split()
 _EVENT_RE = r"(" + "|".join(sorted(map(re.escape, _EVENTS), key=len, reverse=True)) + r")"
-_MONTHS = ("january february march april may june july august september october november december").split()
-_MONTH_ABBR = {m[:3]: m for m in _MONTHS} | {"sept": "september"}
-_MONTH_RE = r"(" + "|".join(_MONTHS + sorted(_MONTH_ABBR)) + r")\.?"
-_DATE_RE = (r"(?:" + _MONTH_RE + r" (\d{1,2})(?:st|nd|rd|th)?\b|(?:the )?(\d{1,2})(?:st|nd|rd|th)? (?:of )?"
-            + _MONTH_RE + r"\b)")
+_MONTHS, _MONTH_ABBR, _MONTH_RE, _DATE_RE = MONTHS, MONTH_ABBR, MONTH_RE, DATE_RE  # agentmem.dates
 _TIME_RE = r"(\d{1,2})(?::(\d{2}))? ?(am|pm|a\.m\.|p\.m\.)?"
 _WEEKDAY_RE = r"(" + "|".join(_WEEKDAYS) + r")s?\b"
