@@ -811,3 +811,49 @@ async def test_a_sittings_date_stamp_keeps_the_answer_with_the_turn_that_names_i
     assert "Birchville this weekend" in sent
     assert ("Golden Lotus" in sent) == (weight > 0), sent
     assert not any(place in sent for place in ["Chez Marcel", "Trattoria Nonna", "Casa Lupita"])
+
+
+def _running_then_filler() -> list[dict]:
+    chat = [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "I'm 34 and want to start running. Can you help me plan my week?"},
+            {"role": "assistant", "content": "Lovely. Begin with three easy sessions a week and a "
+                                             "rest day between them."}]
+    for asked, answered in [
+            ("Can you suggest a quick weeknight pasta?", "Try spaghetti aglio e olio: garlic, olive "
+             "oil, chili flakes and parsley."),
+            ("What should I read on the train?", "A short story collection works well; Chekhov is "
+             "a classic choice."),
+            ("Any tips for keeping basil alive?", "Give it bright light, water when the top soil is "
+             "dry and pinch the flowers."),
+            ("How do I remove a coffee stain from a shirt?", "Blot it, rinse with cold water and "
+             "treat it with a little dish soap."),
+            ("Which board game suits four players?", "Catan is a good pick for four, and Ticket to "
+             "Ride is easy to learn."),
+            ("What is a good gift for a gardener?", "A sturdy pair of pruning shears or a kneeling "
+             "pad is always welcome.")]:
+        chat += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
+    return chat + [{"role": "user", "content": "As a 52-year-old with a dodgy knee, should I worry "
+                                               "about pavement?"}]
+
+
+@pytest.mark.parametrize("rule", [{"context_weight": 0.4, "exchange_weight": 0.0},
+                                  {"context_weight": 0.0, "exchange_weight": 0.6}])
+async def test_a_withheld_sentence_lifts_no_neighbour(hygiene, rule):
+    """The turn rule lifts a reply by the best sentence of the turn it answers, the exchange
+    rule by the two turns' summed vectors. Here the best is "I'm 34", which the clash check
+    withholds (contradicted by "As a 52-year-old"); it used to lift a sentence of the reply
+    after it ("Lovely.") into the budget all the same. Now the reply is judged by what is left
+    of that turn, as the model will see it."""
+    policy = policy_from_dict({"name": "leak-test", "stages": ["quarantine", "prune"],
+                               "embed": False, "quarantine": {"poison": False},
+                               "prune": {"history_floor_tokens": 0, "history_fraction": 0.3,
+                                         "keep_recent_exchanges": 0, "window_weight": 0.0,
+                                         **rule}})
+    result = await hygiene.apply(_running_then_filler(), session_id=f"pr-{uuid.uuid4().hex}",
+                                 policy=policy)
+    [withheld] = [d for stage in result.report.stages for d in stage.decisions
+                  if d.action == "quarantine"]
+    assert withheld.message_index == 1
+    sent = " ".join(m.get("content") or "" for m in result.messages)
+    assert "I'm 34" not in sent and "52-year-old" in sent
+    assert 2 not in result.kept_indices, sent  # no sentence of the reply ("Lovely." was)

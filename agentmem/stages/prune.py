@@ -44,6 +44,7 @@ from agentmem.stages.selection import (
     diversified,
     excluded_rows,
     fill,
+    silence,
 )
 from agentmem.state.steps import StepReplay
 from agentmem.structured import JsonLayout, parses_as_json, tool_layout
@@ -292,14 +293,16 @@ class PruneStage(Stage):
         if lexical.max() > 0:
             score[rows] += settings.lexical_weight * lexical / lexical.max()
         turns = TurnRows.of(older)
+        excluded = excluded_rows(context, corpus)
+        silence(score, excluded, rows)  # before the context rules: it lifts no neighbour
         if settings.exchange_weight:
             add_exchange_similarity(turns, score, corpus.turn_sums(), vector,
-                                    settings.exchange_weight)
+                                    settings.exchange_weight, withheld=(
+                                        corpus.position[excluded], corpus.vectors[excluded]))
         if settings.sitting_weight:
             add_sitting_context(turns, score, corpus.dated_turns(), settings.sitting_weight)
         add_turn_context(turns, score, settings.context_weight, window=settings.window_turns,
                          window_weight=settings.window_weight, decay=settings.window_decay)
-        excluded = excluded_rows(context, corpus)
         score[excluded] = -np.inf  # quarantined by an earlier stage: never brought back
         if settings.rerank_turns and settings.rerank_tokens:
             picks = _rerank_picks(older, score, rows, corpus, budget, settings)

@@ -23,6 +23,15 @@ def excluded_rows(context, corpus) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64)
 
 
+def silence(score: np.ndarray, excluded: np.ndarray, rows: np.ndarray) -> None:
+    """A sentence an earlier stage withheld says nothing to the query: it takes the least score
+    among ``rows`` (the older turns' sentences), so the rules that lift a sentence by its
+    neighbours' scores (turn, window, sitting) are not led by what the model will not see.
+    The caller still shuts it out of the selection afterwards."""
+    if len(excluded) and len(rows):
+        score[excluded] = score[rows].min()
+
+
 @dataclass(frozen=True)
 class TurnRows:
     """The older turns' corpus rows, turn after turn: built once per call, read by each rule."""
@@ -49,12 +58,20 @@ class TurnRows:
 
 
 def add_exchange_similarity(turns: TurnRows, score: np.ndarray, turn_sums: np.ndarray,
-                            query_vector: np.ndarray, weight: float) -> None:
+                            query_vector: np.ndarray, weight: float, *,
+                            withheld: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """A short reply ("Yes, last Tuesday") means something only with the turn it answers, and
     a turn can be about the query as a whole without any one sentence being so: each sentence
     gains ``weight`` times the cosine between the query and its exchange (the summed sentence
-    vectors of its turn and the older turn before it; ``turn_sums`` per position)."""
-    exchange = turn_sums[turns.positions]
+    vectors of its turn and the older turn before it; ``turn_sums`` per position).
+    ``withheld``: the positions and vectors of sentences an earlier stage withheld, taken out
+    of their turns' sums for this call (the sums are the session's, kept across calls)."""
+    exchange = turn_sums[turns.positions]  # a copy: this call's changes stay in it
+    if withheld is not None and len(withheld[0]):
+        positions, vectors = withheld  # turns.positions ascend: the older turns in order
+        at = np.minimum(np.searchsorted(turns.positions, positions), len(turns.positions) - 1)
+        inside = turns.positions[at] == positions
+        np.subtract.at(exchange, at[inside], vectors[inside])
     exchange[1:] += exchange[:-1].copy()
     similarity = exchange @ query_vector / np.maximum(np.linalg.norm(exchange, axis=1), 1e-6)
     turns.add(score, weight * similarity)
