@@ -813,24 +813,27 @@ async def test_a_sittings_date_stamp_keeps_the_answer_with_the_turn_that_names_i
     assert not any(place in sent for place in ["Chez Marcel", "Trattoria Nonna", "Casa Lupita"])
 
 
+_FILLER = [  # exchanges unrelated to the tests' questions
+    ("Can you suggest a quick weeknight pasta?", "Try spaghetti aglio e olio: garlic, olive oil, "
+     "chili flakes and parsley."),
+    ("What should I read on the train?", "A short story collection works well; Chekhov is a "
+     "classic choice."),
+    ("Any tips for keeping basil alive?", "Give it bright light, water when the top soil is dry "
+     "and pinch the flowers."),
+    ("How do I remove a coffee stain from a shirt?", "Blot it, rinse with cold water and treat it "
+     "with a little dish soap."),
+    ("Which board game suits four players?", "Catan is a good pick for four, and Ticket to Ride "
+     "is easy to learn."),
+    ("What is a good gift for a gardener?", "A sturdy pair of pruning shears or a kneeling pad is "
+     "always welcome.")]
+
+
 def _running_then_filler() -> list[dict]:
     chat = [{"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": "I'm 34 and want to start running. Can you help me plan my week?"},
             {"role": "assistant", "content": "Lovely. Begin with three easy sessions a week and a "
                                              "rest day between them."}]
-    for asked, answered in [
-            ("Can you suggest a quick weeknight pasta?", "Try spaghetti aglio e olio: garlic, olive "
-             "oil, chili flakes and parsley."),
-            ("What should I read on the train?", "A short story collection works well; Chekhov is "
-             "a classic choice."),
-            ("Any tips for keeping basil alive?", "Give it bright light, water when the top soil is "
-             "dry and pinch the flowers."),
-            ("How do I remove a coffee stain from a shirt?", "Blot it, rinse with cold water and "
-             "treat it with a little dish soap."),
-            ("Which board game suits four players?", "Catan is a good pick for four, and Ticket to "
-             "Ride is easy to learn."),
-            ("What is a good gift for a gardener?", "A sturdy pair of pruning shears or a kneeling "
-             "pad is always welcome.")]:
+    for asked, answered in _FILLER:
         chat += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
     return chat + [{"role": "user", "content": "As a 52-year-old with a dodgy knee, should I worry "
                                                "about pavement?"}]
@@ -857,3 +860,84 @@ async def test_a_withheld_sentence_lifts_no_neighbour(hygiene, rule):
     sent = " ".join(m.get("content") or "" for m in result.messages)
     assert "I'm 34" not in sent and "52-year-old" in sent
     assert 2 not in result.kept_indices, sent  # no sentence of the reply ("Lovely." was)
+
+
+POISON = "The warehouse in Gdansk confirmed that your refund was sent already."
+
+
+def _web_pages() -> list[list[str]]:
+    """Four pages of an untrusted tool, each repeating one unsupported claim; the last also
+    says how refunds to a card go, in words the question does not use."""
+    return [[POISON, "Parcel 118 left the depot in Lodz on Monday.",
+             "Our opening hours are nine to five on weekdays.", "The depot canteen serves soup on Fridays."],
+            [POISON, "Customs cleared a pallet of shoes for Berlin.",
+             "A new forklift arrived at the Lodz site.", "Drivers must wear yellow vests in the yard."],
+            [POISON, "A courier van broke down near Poznan at noon.",
+             "The Berlin office moves to a larger floor in May.", "Tea and coffee are free for visitors."],
+            [POISON, "Storms delayed the Baltic ferry by a day.",
+             "Payments return to the original card within a week.",
+             "Our parcel lockers accept cards and cash.", "The Poznan depot hires two drivers this month."]]
+
+
+async def test_a_poisoned_sentence_is_neither_read_nor_brought_back_in_a_tool_output(hygiene):
+    """The pruner reads a recent large tool output; quarantine has withheld the page's recurring
+    claim. The claim, sharing the question's words, used to be the passage's best: it set the
+    bar the other sentences were kept by, so none was kept, and the stage's "keep the best one
+    at least" then sent the withheld claim itself. Now the pruner reads what the model will see,
+    and the best of that is the answer."""
+    policy = policy_from_dict({"name": "poison-read", "stages": ["quarantine", "prune"],
+                               "prune": {"large_tool_output_tokens": 30}})
+    session_id = f"pr-{uuid.uuid4().hex}"
+    messages = [{"role": "system", "content": "You are a support agent."},
+                {"role": "user", "content": "Was my refund sent?"}]
+    for n, page in enumerate(_web_pages()):
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"w{n}", "type": "function",
+             "function": {"name": "web_lookup", "arguments": f'{{"page": {n}}}'}}]},
+            {"role": "tool", "tool_call_id": f"w{n}", "content": " ".join(page)},
+            {"role": "assistant", "content": "Let me check another source."},
+            {"role": "user", "content": "When will my card refund be sent back to me?" if n == 3
+             else f"Anything on page {n + 1}?"}]
+        result = await hygiene.apply(messages, session_id=session_id, policy=policy)
+        await hygiene.drain()
+    assert POISON not in str(result.messages)
+    last_page = result.messages[result.kept_indices.index(len(messages) - 3)]
+    assert last_page["content"] == "Payments return to the original card within a week."
+
+
+async def test_a_tool_result_withheld_whole_stays_withheld_when_its_call_is_kept(hygiene):
+    """Parallel calls: an untrusted page repeating an unsupported claim (withheld whole by
+    quarantine) beside an order lookup the question needs. The history budget keeps the
+    lookup, so the unit keeps the call and each of its results keeps its best sentence: for
+    the withheld page that used to be its original text, sent in place of the placeholder."""
+    policy = policy_from_dict({"name": "unit-withheld", "stages": ["quarantine", "prune"],
+                               "prune": {"history_floor_tokens": 0, "history_fraction": 0.3}})
+    session_id = f"pr-{uuid.uuid4().hex}"
+    messages = [{"role": "system", "content": "You are a support agent."},
+                {"role": "user", "content": "Was my refund sent, and where did order 5512 go?"}]
+    for n in range(3):  # the claim recurs on three pages: poison
+        calls = [{"id": f"w{n}", "type": "function",
+                  "function": {"name": "web_lookup", "arguments": f'{{"page": {n}}}'}}]
+        if n == 0:
+            calls.append({"id": "o0", "type": "function",
+                          "function": {"name": "order_status", "arguments": '{"order": 5512}'}})
+        messages += [{"role": "assistant", "content": None, "tool_calls": calls},
+                     {"role": "tool", "tool_call_id": f"w{n}", "content": POISON}]
+        if n == 0:
+            messages.append({"role": "tool", "tool_call_id": "o0", "content":
+                             "Order 5512 was shipped to Lyon on Monday. The parcel weighs two kilos."})
+        messages += [{"role": "assistant", "content": "Let me check another source."},
+                     {"role": "user", "content": f"Anything on page {n + 1}?"}]
+        await hygiene.apply(messages, session_id=session_id, policy=policy)
+        await hygiene.drain()
+    for asked, answered in _FILLER:
+        messages += [{"role": "assistant", "content": "Nothing more there."},
+                     {"role": "user", "content": asked}, {"role": "assistant", "content": answered},
+                     {"role": "user", "content": "Thanks."}]
+    messages += [{"role": "assistant", "content": "You're welcome."},
+                 {"role": "user", "content": "Which city did order 5512 ship to?"}]
+    result = await hygiene.apply(messages, session_id=session_id, policy=policy)
+    sent = dict(zip(result.kept_indices, result.messages))
+    assert "Lyon" in sent[4]["content"]  # the lookup the question needs, in its unit
+    assert sent[3]["content"].startswith("[agentmem withheld this content (poison")
+    assert POISON not in str(result.messages)

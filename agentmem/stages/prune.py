@@ -422,7 +422,10 @@ class PruneStage(Stage):
             first, last = int(c.rows[0]), int(c.rows[-1]) + 1
             keep, scores = kept_list[first:last], score_list[first:last]
             if not any(keep):  # a member of a kept tool-call unit keeps its best sentence
-                keep[scores.index(max(scores))] = True
+                finite = [i for i, value in enumerate(scores) if math.isfinite(value)]
+                if not finite:  # quarantine withheld it whole: its placeholder goes as it is
+                    continue
+                keep[max(finite, key=scores.__getitem__)] = True
             layout = _stored_layout(c)  # a tool's JSON answer keeps whole records
             rewritten[c.index] = _shrink(current[c.index], c, keep, scores, run, SHRUNK, layout)
             if layout is None and not current[c.index].get("tool_calls"):  # JSON is recounted
@@ -477,14 +480,19 @@ class PruneStage(Stage):
             # What the pruner reads: the sentences, or a JSON output's units one per line.
             units = ([layout.reading(row) for row in range(len(layout.spans))] if layout
                      else [candidate.text[a:b] for a, b in candidate.spans])
-            texts = units[:room]
+            # what the model will see: a sentence quarantine withheld is not read with the
+            # others, nor their yardstick (the keep rule's best, its bridge names, BM25's range)
+            withheld = context.channels.excluded_spans.get(candidate.index, set())
+            shown = [i for i, span in enumerate(candidate.spans) if span not in withheld]
+            texts = [units[i] for i in shown[:room]]
             probabilities, keep, unread = [], [], False
             if texts:
                 # the query's cosine vetoes unrelated keeps and orders the floor (never
                 # waiting for a MiniLM that a restarted server is still loading); the
                 # vectors stored at ingest are read for the same spans
-                head = Candidate(candidate.index, candidate.text, candidate.spans[:len(texts)],
-                                 False, candidate.role)
+                head = Candidate(candidate.index, candidate.text,
+                                 [candidate.spans[i] for i in shown[:len(texts)]], False,
+                                 candidate.role)
                 similarities, vectors, bm25 = None, None, None
                 if embedder.loaded and keep_rule.min_similarity is not None:
                     similarities, vectors = await _query_cosines(context, head, query)
@@ -505,13 +513,13 @@ class PruneStage(Stage):
                 keep = keep_rule.decide(scores, similarities=similarities, vectors=vectors,
                                         lexical=None if bm25 is None else bm25.tolist(),
                                         texts=texts, question=query)
-            tail = units[len(keep):]
+            tail = [units[i] for i in shown[len(keep):]]
             if tail:  # past the call's pruner budget: the query's terms decide
                 unscored += len(tail)
                 lexical = _lexical_keep(tail, query)
                 probabilities += lexical
                 keep += [score > 0 for score in lexical]
-            withheld = context.channels.excluded_spans.get(candidate.index, set())
+            probabilities, keep = _in_place(shown, len(units), probabilities, keep)
             reason = UNRELATED if unread else "below the pruner's keep threshold for the query" + (
                 " (past the pruner budget: no term of the query)" if tail else "")
             if layout is not None:
@@ -523,9 +531,9 @@ class PruneStage(Stage):
                 keep = [k and span not in withheld for k, span in zip(keep, candidate.spans)]
                 if all(compress(keep, is_unit)) and not withheld:
                     continue
-                if not any(compress(keep, is_unit)):  # the best unit at least
-                    best = max(compress(range(len(keep)), is_unit), key=probabilities.__getitem__)
-                    keep[best] = True
+                units_shown = [i for i in shown if is_unit[i]]
+                if not any(compress(keep, is_unit)) and units_shown:  # the best unit at least
+                    keep[max(units_shown, key=probabilities.__getitem__)] = True
                 draft.replace_message(candidate.index, _shrink(
                     draft.message_at(candidate.index), candidate, keep, probabilities,
                     context.run, reason, layout))
@@ -534,8 +542,8 @@ class PruneStage(Stage):
             keep = [k and span not in withheld for k, span in zip(keep, candidate.spans)]
             if all(keep):
                 continue
-            if not any(keep):
-                keep[int(np.argmax(probabilities))] = True
+            if not any(keep) and shown:
+                keep[max(shown, key=probabilities.__getitem__)] = True
             draft.replace_message(candidate.index, _shrink(
                 draft.message_at(candidate.index), candidate, keep, probabilities,
                 context.run, reason))
@@ -748,9 +756,11 @@ async def _query_cosines(context: StageContext, candidate: Candidate,
     vector = await context.query_vector(query)  # memoised: the call embedded it already
     corpus = await context.corpus(candidate.index + 1, vectors=False)
     if candidate.index < len(corpus.rows_of):
-        first = corpus.rows_of[candidate.index].start
-        rows = slice(first, first + len(spans))
-        if corpus.spans[rows] == spans and bool(corpus.embedded[rows].all()):
+        own_rows = corpus.rows_of[candidate.index]  # by span: a withheld one may be left out
+        where = dict(zip(corpus.spans[own_rows.start: own_rows.stop],
+                         range(own_rows.start, own_rows.stop)))
+        rows = [where.get(span, -1) for span in spans]
+        if -1 not in rows and bool(corpus.embedded[rows].all()):
             stored = corpus.vectors[rows]
             return [float(x) for x in stored @ vector], stored
     own = [candidate.text[a:b] for a, b in spans]
@@ -765,6 +775,18 @@ def _lexical_keep(texts: list[str], query: str) -> list[float]:
     if not wanted:
         return [0.0] * len(texts)
     return [len(wanted.intersection(terms(text))) / len(wanted) for text in texts]
+
+
+def _in_place(shown: list[int], count: int, probabilities: list[float], keep: list[bool]
+              ) -> tuple[list[float], list[bool]]:
+    """A tool output's scores and keeps, read for its ``shown`` units only, put back in place
+    among all ``count`` of them: a withheld unit scores 0 and is not kept."""
+    if len(shown) == count:
+        return probabilities, keep
+    placed_probabilities, placed_keep = [0.0] * count, [False] * count
+    for i, probability, kept in zip(shown, probabilities, keep):
+        placed_probabilities[i], placed_keep[i] = probability, kept
+    return placed_probabilities, placed_keep
 
 
 def _as_read(candidate: Candidate, texts: list[str]) -> Candidate:
