@@ -941,3 +941,26 @@ async def test_a_tool_result_withheld_whole_stays_withheld_when_its_call_is_kept
     assert "Lyon" in sent[4]["content"]  # the lookup the question needs, in its unit
     assert sent[3]["content"].startswith("[agentmem withheld this content (poison")
     assert POISON not in str(result.messages)
+
+
+async def test_the_two_stage_mode_reads_a_recalled_turn_without_its_withheld_sentence(hygiene):
+    """The pruner reads recalled turns as the model will see them: "I'm 34" (withheld) is not in
+    its window, and the scores of the turn's other sentence land on that sentence's row."""
+    from agentmem.stages.prune import Candidate, _as_shown
+
+    turn = Candidate(1, "I'm 34. Help me plan.", [(0, 7), (8, 21)], True)
+    other = Candidate(2, "Lovely.", [(0, 7)], True)
+    shown = _as_shown([turn, other], {1: {(0, 7)}})
+    assert shown[0].spans == [(8, 21)] and shown[0].rows is turn.rows and shown[1] is other
+    policy = policy_from_dict({"name": "rerank-withheld", "stages": ["quarantine", "prune"],
+                               "embed": False, "quarantine": {"poison": False},
+                               "prune": {"history_floor_tokens": 0, "history_fraction": 0.3,
+                                         "keep_recent_exchanges": 0, "rerank_turns": 16}})
+    history = _running_then_filler()
+    history[1] = {"role": "user", "content": history[1]["content"] + " I have mornings free."}
+    result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
+    [prune] = [stage for stage in result.report.stages if stage.stage == "prune"]
+    assert prune.error is None and not result.report.warnings
+    assert "I'm 34" not in str(result.messages) and any(
+        d.action == "quarantine" and d.message_index == 1 for s in result.report.stages
+        for d in s.decisions)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -340,9 +340,10 @@ class PruneStage(Stage):
         found: dict[int, np.ndarray] = {}
         todo: list[tuple[int, list[Candidate], int, str]] = []
         spent = unread = 0
+        shown = _as_shown(older, context.channels.excluded_spans)  # withheld: not read
         for i in picks:
             low, high = max(0, i - side), min(len(older), i + side + 1)
-            window = older[low:high]
+            window = shown[low:high]
             key = _window_key(checkpoint, query_key, window, i - low)
             cached = _RERANK_CACHE.get(key)
             if cached is not None:
@@ -366,7 +367,11 @@ class PruneStage(Stage):
         centre = (float(np.mean(np.concatenate(list(found.values()))))
                   if found and settings.rerank_scope == "margin" else 0.0)
         for i, probabilities in found.items():
-            score[older[i].rows] += settings.rerank_weight * (probabilities - centre)
+            rows = older[i].rows
+            if shown[i] is not older[i]:  # read without its withheld sentences
+                seen = set(shown[i].spans)
+                rows = rows[[span in seen for span in older[i].spans]]
+            score[rows] += settings.rerank_weight * (probabilities - centre)
         if unread:
             context.report.warnings.append(
                 f"prune: {unread} recalled turns past the pruner budget ({settings.rerank_tokens} "
@@ -730,13 +735,23 @@ def _score_windows(pruner, query: str, windows: list[tuple[list[Candidate], int]
 
 
 def _window_key(checkpoint: str, query_key: str, window: list[Candidate], centre: int) -> str:
-    """What a window's scores depend on: the model, the query, the turns' roles and text."""
+    """What a window's scores depend on: the model, the query, the turns' roles, text and the
+    sentences read of it."""
     digest = hashlib.blake2b(digest_size=16)
     for part in (checkpoint, query_key, str(centre)):
         digest.update(part.encode() + b"\0")
     for candidate in window:
-        digest.update(candidate.role.encode() + b"\0" + candidate.text.encode() + b"\1")
+        digest.update(candidate.role.encode() + b"\0" + candidate.text.encode() + b"\1"
+                      + repr(candidate.spans).encode() + b"\2")
     return digest.hexdigest()
+
+
+def _as_shown(candidates: list[Candidate], withheld: dict[int, set[tuple[int, int]]]
+              ) -> list[Candidate]:
+    """The candidates as the model will see them: without the sentences an earlier stage
+    withheld (the same object where none was)."""
+    return [replace(c, spans=[span for span in c.spans if span not in withheld[c.index]])
+            if withheld.get(c.index) else c for c in candidates]
 
 
 # per-window pruner scores: pure functions of their key (model, query, the window's turns), so
