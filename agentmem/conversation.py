@@ -49,18 +49,38 @@ def continues_step(history: list[Message]) -> bool:
         for m in history[last + 1:])
 
 
-def query_of(history: list[Message]) -> str:
+def query_of(history: list[Message],
+             withheld: dict[int, set[tuple[int, int]]] | None = None) -> str:
     """The text a turn is about: the newest user message, plus the pending tool calls and
-    results of the current agent step (an agent's step is about what it just asked for)."""
+    results of the current agent step (an agent's step is about what it just asked for).
+    ``withheld``: spans of a message's text an earlier stage withheld, by history position
+    (quarantine's, e.g. a poisoned claim in the step's latest result), left out of the query,
+    so what the model will not see does not choose what it sees."""
+    withheld = withheld or {}
     last = last_user_index(history)
-    parts = [text_of(history[last])] if last is not None else []
-    for message in history[(last if last is not None else -1) + 1:]:
+    first = last if last is not None else 0
+    parts = []
+    for index in range(first, len(history)):
+        message = history[index]
         for call in message.get("tool_calls") or ():
             function = call.get("function", {})
             parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
-        if message.get("role") == "tool":
-            parts.append(text_of(message)[:TOOL_RESULT_CHARACTERS])
+        if index == last or message.get("role") == "tool":
+            text = without_spans(text_of(message), withheld.get(index))
+            parts.append(text if index == last else text[:TOOL_RESULT_CHARACTERS])
     return " ".join(p for p in parts if p).strip()
+
+
+def without_spans(text: str, spans: set[tuple[int, int]] | None) -> str:
+    """``text`` less ``spans`` (each piece left joined by a space)."""
+    if not spans:
+        return text
+    pieces, cursor = [], 0
+    for start, end in sorted(spans):
+        pieces.append(text[cursor:start])
+        cursor = max(cursor, end)
+    pieces.append(text[cursor:])
+    return " ".join(piece.strip() for piece in pieces if piece.strip())
 
 
 def recent_start(history: list[Message], keep_exchanges: int) -> int:

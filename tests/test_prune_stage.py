@@ -964,3 +964,48 @@ async def test_the_two_stage_mode_reads_a_recalled_turn_without_its_withheld_sen
     assert "I'm 34" not in str(result.messages) and any(
         d.action == "quarantine" and d.message_index == 1 for s in result.report.stages
         for d in s.decisions)
+
+
+async def test_a_claim_withheld_from_the_steps_result_does_not_choose_the_history(hygiene):
+    """The query of an agent step is the user's message plus the step's latest results. The
+    page just fetched repeats a poisoned claim about the Gdansk warehouse (withheld on this
+    call); read into the query, the claim pulled an old, unrelated turn about the Gdansk
+    warehouse into the history budget. The query now leaves withheld text out."""
+    related = "Our Gdansk warehouse also stocks spare blender jars."
+    policy = policy_from_dict({"name": "query-withheld", "stages": ["quarantine", "prune"],
+                               "prune": {"history_floor_tokens": 0, "history_fraction": 0.25}})
+    session_id = f"pr-{uuid.uuid4().hex}"
+    messages = [{"role": "system", "content": "You are a support agent."},
+                {"role": "user", "content": "Do you sell spare blender jars?"},
+                {"role": "assistant", "content": related}]
+    for asked, answered in _FILLER:
+        messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
+
+    def lookup(n: int, result: str) -> list[dict]:
+        return [{"role": "assistant", "content": None, "tool_calls": [{
+                    "id": f"w{n}", "type": "function",
+                    "function": {"name": "web_lookup", "arguments": f'{{"page": {n}}}'}}]},
+                {"role": "tool", "tool_call_id": f"w{n}", "content": f"{POISON} {result}"}]
+
+    for n in range(3):
+        messages += [{"role": "user", "content": f"Anything new on page {n}?"},
+                     *lookup(n, f"Page {n} has nothing else."),
+                     {"role": "assistant", "content": "Nothing else there."}]
+        await hygiene.apply(messages, session_id=session_id, policy=policy)
+        await hygiene.drain()
+    messages += [{"role": "user", "content": "Which parcels left Lodz this week?"},
+                 *lookup(9, "Parcel 7 left Lodz on Tuesday.")]
+    result = await hygiene.apply(messages, session_id=session_id, policy=policy)
+    sent = str(result.messages)
+    assert POISON not in sent and "Parcel 7 left Lodz" in sent
+    assert related not in sent
+
+
+def test_the_query_leaves_withheld_spans_out():
+    step = [{"role": "system", "content": "S"}, {"role": "user", "content": "Which parcels left Lodz?"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function",
+             "function": {"name": "web_lookup", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "A claim. Parcel 7 left Lodz."}]
+    assert query_of(step) == "Which parcels left Lodz? web_lookup {} A claim. Parcel 7 left Lodz."
+    assert query_of(step, {3: {(0, 8)}}) == "Which parcels left Lodz? web_lookup {} Parcel 7 left Lodz."
+    assert query_of(step[2:]) == "web_lookup {} A claim. Parcel 7 left Lodz."  # no user message

@@ -171,7 +171,7 @@ class AssemblyStage(Stage):
         if not candidates:
             return
         pieces = [compression.prose_sentences(m.message["content"]) for m in candidates]
-        query = query_of(context.history)
+        query = query_of(context.history, context.channels.excluded_spans)
         pruner = await run_inference(cached_pruner,
                                      pruner_path(context.policy.prune.checkpoint))
         scores = await run_inference(pruner.score_batch,

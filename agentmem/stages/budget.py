@@ -136,7 +136,8 @@ class BudgetStage(Stage):
         # within a step, the older units are chosen for the user's message, as on the step's
         # first call (and as the prune stage chooses them): its vector is cached by then, and
         # without a record (no session) the same units come out while the reserve holds
-        query = query_of(history[: step_start + 1] if settings.step_stable else history)
+        query = query_of(history[: step_start + 1] if settings.step_stable else history,
+                         context.channels.excluded_spans)
         await self._fit(draft, context, budget, tokens, query,
                         reserve_for(draft, settings, budget, history, counted))
         if step is not None:

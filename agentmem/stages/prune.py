@@ -240,7 +240,7 @@ class PruneStage(Stage):
     async def _prune(self, draft: Draft, context: StageContext, step_start: int) -> None:
         settings = context.policy.prune
         history = context.history
-        query = query_of(history)
+        query = query_of(history, context.channels.excluded_spans)
         if not query:
             return
         start = recent_start(history, settings.keep_recent_exchanges)

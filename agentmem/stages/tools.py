@@ -43,6 +43,7 @@ from agentmem.conversation import (
     query_of,
     recent_start,
     user_indices,
+    without_spans,
 )
 from agentmem.lexical import terms
 from agentmem.messages import text_of
@@ -123,12 +124,16 @@ class Turn:
     context: str = ""  # the exchange before it
 
     @classmethod
-    def of(cls, history: list[dict[str, Any]]) -> Turn:
+    def of(cls, history: list[dict[str, Any]],
+           withheld: dict[int, set[tuple[int, int]]] | None = None) -> Turn:
+        """``withheld``: spans an earlier stage withheld, by position (left out of each text)."""
+        withheld = withheld or {}
         users = user_indices(history)
-        request = text_of(history[users[-1]]) if users else ""
-        context = (" ".join(text_of(m) for m in history[users[-2]: users[-1]])
-                   if len(users) > 1 else "")
-        return cls(query_of(history), request, context[:CONTEXT_CHARACTERS])
+        request = (without_spans(text_of(history[users[-1]]), withheld.get(users[-1]))
+                   if users else "")
+        context = (" ".join(without_spans(text_of(history[i]), withheld.get(i))
+                            for i in range(users[-2], users[-1])) if len(users) > 1 else "")
+        return cls(query_of(history, withheld), request, context[:CONTEXT_CHARACTERS])
 
 
 def hybrid_scores(catalogue: Catalogue, vector: np.ndarray, turn: Turn, settings) -> np.ndarray:
@@ -278,7 +283,7 @@ class ToolsStage(Stage):
         if not entries:
             return
         history = context.history
-        turn = Turn.of(history)
+        turn = Turn.of(history, context.channels.excluded_spans)
         if not turn.query:
             return
         functions = [function_of(tool) for _, tool in entries]
