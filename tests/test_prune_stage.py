@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -1009,3 +1010,37 @@ def test_the_query_leaves_withheld_spans_out():
     assert query_of(step) == "Which parcels left Lodz? web_lookup {} A claim. Parcel 7 left Lodz."
     assert query_of(step, {3: {(0, 8)}}) == "Which parcels left Lodz? web_lookup {} Parcel 7 left Lodz."
     assert query_of(step[2:]) == "web_lookup {} A claim. Parcel 7 left Lodz."  # no user message
+
+
+def _budget_of(result) -> int:
+    """The history budget the prune stage's drop decisions name."""
+    [budget] = {int(m.group(1)) for stage in result.report.stages for d in stage.decisions
+                if (m := re.search(r"history budget of (\d+) tokens", d.reason or ""))}
+    return budget
+
+
+@pytest.mark.parametrize("slope", [0.0, 2.75])
+async def test_a_clear_answer_takes_less_of_the_history_than_a_spread_one(hygiene, slope):
+    """lead_slope: the older turns' share moves with how far the best turn stands above the
+    others. "Which bicycle did I buy in Tallinn?" has one turn far ahead; "Any tips you gave
+    me?" matches the advice turns alike. With the slope the first gets the smaller budget; at
+    0 both get history_fraction."""
+    chat = [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Last spring I bought a teal gravel bicycle in Tallinn."},
+            {"role": "assistant", "content": "A teal gravel bike from Tallinn sounds great."}]
+    for asked, answered in _FILLER * 2:
+        chat += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
+    policy = _policy(history_fraction=0.3, lead_slope=slope, lead_pivot=1.2, lead_least=0.2,
+                     lead_most=2.0, keep_recent_exchanges=0)
+    budgets, sent = [], []
+    for question in ["Which bicycle did I buy in Tallinn?", "Any tips you gave me?"]:
+        result = await hygiene.apply(chat + [{"role": "user", "content": question}],
+                                     session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
+        budgets.append(_budget_of(result))
+        sent.append(" ".join(m.get("content") or "" for m in result.messages))
+    assert "teal gravel" in sent[0]  # the clear answer is kept in its smaller budget
+    sharp, spread = budgets
+    if slope:
+        assert 2 * sharp < spread, budgets
+    else:
+        assert sharp == spread, budgets

@@ -124,6 +124,36 @@ def test_evidence_spread_over_a_stretch_of_turns_is_kept_together():
     assert two.tolist() == [1.0, 0.5, 0.5]  # no turn is two away
 
 
+def test_the_budget_share_moves_with_the_best_turns_lead():
+    """budget_fraction: a best turn far ahead of the rest (one clear answer) gets a smaller
+    share than turns close together (evidence spread over many), within the bounds (in
+    history_fractions); the lead is measured to the lead_turns-th best turn, by each turn's
+    best sentence; withheld turns (-inf) are not counted; with fewer than twice lead_turns
+    turns, and at slope 0, the share is fixed."""
+    from agentmem.stages.selection import budget_fraction
+
+    rule = {"lead_turns": 2, "slope": 2.0, "pivot": 0.4, "least": 0.5, "most": 2.0}
+    sharp = np.array([2.0, 1.9, 1.0, 0.8, 0.7], np.float32)  # turns of 2 + 1 + 1 + 1 sentences
+    lead = 2.0 - 1.0  # the best turn's 2.0 over the second best turn's 1.0 (not 1.9: same turn)
+    assert budget_fraction(_turns([2, 1, 1, 1]), sharp, 0.1, **rule) == pytest.approx(
+        0.1 * max(1 + 2.0 * (0.4 - lead), 0.5))
+    assert budget_fraction(_turns([2, 1, 1, 1]), sharp, 0.1, **{**rule, "pivot": 1.1}) == \
+        pytest.approx(0.1 * (1 + 2.0 * (1.1 - lead)))
+    spread = np.array([1.0, 0.95, 0.9, 0.85, 0.1], np.float32)
+    assert budget_fraction(_turns([1] * 5), spread, 0.1, **rule) == pytest.approx(
+        0.1 * (1 + 2.0 * (0.4 - 0.05)))
+    assert budget_fraction(_turns([1] * 5), spread * 0, 0.1, **rule) == pytest.approx(0.1 * 1.8)
+    assert budget_fraction(_turns([1] * 5), spread * 0, 0.1, **{**rule, "pivot": 0.6}) == \
+        pytest.approx(0.2)  # at most 2 history_fractions
+    withheld = np.array([1.0, -np.inf, 0.9, 0.8, 0.85, -np.inf], np.float32)
+    assert budget_fraction(_turns([1] * 6), withheld, 0.1, **rule) == pytest.approx(
+        0.1 * (1 + 2.0 * (0.4 - 0.1)))
+    few = np.array([1.0, -np.inf, 0.2, -np.inf], np.float32)  # two turns left: no crowd
+    assert budget_fraction(_turns([1] * 4), few, 0.1, **rule) == 0.1
+    assert budget_fraction(_turns([1] * 3), spread[:3], 0.1, **rule) == 0.1
+    assert budget_fraction(_turns([2, 1, 1, 1]), sharp, 0.1, **{**rule, "slope": 0.0}) == 0.1
+
+
 def test_a_sitting_named_by_one_turn_lifts_its_other_turns():
     """sitting_weight: each sentence gains a share of the best score of its sitting (which a
     date stamp opens), however far from the turn that holds it; turns of other sittings gain

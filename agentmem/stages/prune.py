@@ -24,7 +24,7 @@ from itertools import compress
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentmem.conversation import agent_step_start, continues_step, query_of, recent_start
 from agentmem.file_reads import file_read_answers, offers_file_edits
@@ -41,6 +41,7 @@ from agentmem.stages.selection import (
     add_exchange_similarity,
     add_sitting_context,
     add_turn_context,
+    budget_fraction,
     diversified,
     excluded_rows,
     fill,
@@ -121,7 +122,19 @@ class PruneSettings(BaseModel):
     neighbours: int = Field(0, ge=0, description="Sentences kept on each side of a kept one.")
     history_fraction: float = Field(
         0.145, ge=0, le=1, description="Budget for turns older than the recent window, as a "
-        "share of their tokens.")
+        "share of their tokens (with lead_slope: the share at a lead of lead_pivot).")
+    lead_slope: float = Field(
+        0.0, ge=0, description="The share moves with the query: history_fraction x (1 + "
+        "lead_slope x (lead_pivot - lead)), where lead is how far the best older turn's score "
+        "stands above the lead_turns-th best (agentmem.stages.selection.budget_fraction): a "
+        "clear answer takes less, evidence spread over many turns more. 0: a fixed share.")
+    lead_pivot: float = Field(0.66, description="The lead at which the share is history_fraction.")
+    lead_turns: int = Field(10, ge=2, description="The lead is measured to this best turn.")
+    lead_least: float = Field(
+        0.4, ge=0, description="Least share lead_slope gives, in history_fractions.")
+    lead_most: float = Field(
+        1.75, ge=0, description="Largest share lead_slope gives, in history_fractions (the "
+        "share itself stays at most 1).")
     history_tokens: int | None = Field(
         None, ge=0, description="Absolute budget for the older turns; wins if set.")
     history_floor_tokens: int = Field(
@@ -182,6 +195,12 @@ class PruneSettings(BaseModel):
         "relevant one's cluster.")
     selection_pool: int = Field(
         256, ge=2, description="mmr and cluster reorder only this many best candidates.")
+
+    @model_validator(mode="after")
+    def _lead_bounds_in_order(self) -> PruneSettings:
+        if self.lead_least > self.lead_most:
+            raise ValueError(f"lead_least ({self.lead_least}) is above lead_most ({self.lead_most})")
+        return self
 
     def keep_rule_overrides(self) -> dict[str, Any]:
         """The keep rule's settings this policy sets (None: the checkpoint's), as keyword
@@ -270,12 +289,9 @@ class PruneStage(Stage):
         positions = np.asarray([c.index for c in older])
         rows = np.flatnonzero(np.isin(corpus.position, positions))
         total = int(corpus.tokens[rows].sum()) + MESSAGE_OVERHEAD_TOKENS * len(older)
-        budget = settings.history_tokens or max(settings.history_floor_tokens,
-                                                int(settings.history_fraction * total))
         room = await _prompt_room(draft, context, {c.index for c in older})
-        if room is not None and room < budget:  # near the model's window: what the prompt
-            budget = max(room, 0)  # budget leaves, chosen by sentence here, not by whole turn
-        if total <= budget:
+        budget = _history_budget(settings, total, room, settings.history_fraction)
+        if total <= budget:  # (a share the query moves below stays under 1: the same answer)
             return
         for candidate in older:
             span = corpus.rows_of[candidate.index]
@@ -304,6 +320,11 @@ class PruneStage(Stage):
         add_turn_context(turns, score, settings.context_weight, window=settings.window_turns,
                          window_weight=settings.window_weight, decay=settings.window_decay)
         score[excluded] = -np.inf  # quarantined by an earlier stage: never brought back
+        if settings.lead_slope and not settings.history_tokens:  # the share for this query
+            budget = _history_budget(settings, total, room, budget_fraction(
+                turns, score, settings.history_fraction, lead_turns=settings.lead_turns,
+                slope=settings.lead_slope, pivot=settings.lead_pivot,
+                least=settings.lead_least, most=settings.lead_most))
         if settings.rerank_turns and settings.rerank_tokens:
             picks = _rerank_picks(older, score, rows, corpus, budget, settings)
             await self._rerank(context, older, picks, score, query, corpus.tokens)
@@ -314,7 +335,8 @@ class PruneStage(Stage):
         kept = fill(rows, ranked, corpus, budget, settings.neighbours, settings.turn_spread)
         kept[excluded] = False
         reason = (f"no sentence of this turn was among the most relevant to the query within "
-                  f"the history budget of {budget} tokens")
+                  f"the history budget of {budget} tokens ({budget / total:.1%} of the older "
+                  f"turns' {total})")
         self._apply_keep(draft, context, older, kept, score, corpus.tokens, reason)
 
     async def _rerank(self, context: StageContext, older: list[Candidate], picks: list[int],
@@ -556,6 +578,14 @@ class PruneStage(Stage):
             context.report.warnings.append(
                 f"prune: {unscored:,} tool-output sentences past the pruner budget "
                 f"({settings.pruner_sentences}); kept only where they share a term with the query")
+
+
+def _history_budget(settings: PruneSettings, total: int, room: int | None, fraction: float) -> int:
+    """Tokens the older turns may keep: ``history_tokens``, else ``fraction`` of their
+    ``total`` (never under ``history_floor_tokens``); near the model's window, what the prompt
+    leaves (``room``), chosen by sentence here rather than by whole turn downstream."""
+    budget = settings.history_tokens or max(settings.history_floor_tokens, int(min(fraction, 1.0) * total))
+    return budget if room is None or room >= budget else max(room, 0)
 
 
 async def _prompt_room(draft: Draft, context: StageContext, older: set[int]) -> int | None:

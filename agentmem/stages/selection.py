@@ -57,6 +57,27 @@ class TurnRows:
         score[self.rows] += np.repeat(per_turn, self.lengths).astype(np.float32)
 
 
+def budget_fraction(turns: TurnRows, score: np.ndarray, fraction: float, *, lead_turns: int,
+                    slope: float, pivot: float, least: float, most: float) -> float:
+    """The share of the older turns' tokens this query's budget gets. A question with one clear
+    answer ("Who inspired Maria to start volunteering?") has a best turn far ahead of the rest;
+    one whose evidence is spread ("What activities has Melanie done with her family?", "Would
+    John be considered patriotic?") has many turns close together, and a fixed share cuts it
+    where the first needed little. So the share moves with the best turn's lead over the
+    ``lead_turns``-th best (scores as the rules left them): ``fraction x (1 + slope x (pivot -
+    lead))``, kept within ``fraction x [least, most]``. A query-performance predictor in the
+    IR sense, read off the scores the call computes anyway; ``slope`` 0, or fewer than twice
+    ``lead_turns`` turns (the lead would be over the last ones), is the fixed share."""
+    best = turns.best(score)
+    best = best[np.isfinite(best)]
+    if not slope or len(best) < 2 * lead_turns:  # too few turns for a crowd to stand out of
+        return fraction
+    count = min(lead_turns, len(best))
+    top = -np.partition(-best, count - 1)[:count]
+    scale = 1 + slope * (pivot - float(top.max() - top.min()))
+    return fraction * float(np.clip(scale, least, most))
+
+
 def add_exchange_similarity(turns: TurnRows, score: np.ndarray, turn_sums: np.ndarray,
                             query_vector: np.ndarray, weight: float, *,
                             withheld: tuple[np.ndarray, np.ndarray] | None = None) -> None:
