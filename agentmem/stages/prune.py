@@ -291,7 +291,7 @@ class PruneStage(Stage):
         total = int(corpus.tokens[rows].sum()) + MESSAGE_OVERHEAD_TOKENS * len(older)
         room = await _prompt_room(draft, context, {c.index for c in older})
         budget = _history_budget(settings, total, room, settings.history_fraction)
-        if total <= budget:  # (a share the query moves below stays under 1: the same answer)
+        if total <= budget:  # (the query's share, set below, is under 1 too: the same test)
             return
         for candidate in older:
             span = corpus.rows_of[candidate.index]

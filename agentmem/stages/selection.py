@@ -72,8 +72,7 @@ def budget_fraction(turns: TurnRows, score: np.ndarray, fraction: float, *, lead
     best = best[np.isfinite(best)]
     if not slope or len(best) < 2 * lead_turns:  # too few turns for a crowd to stand out of
         return fraction
-    count = min(lead_turns, len(best))
-    top = -np.partition(-best, count - 1)[:count]
+    top = -np.partition(-best, lead_turns - 1)[:lead_turns]  # the lead_turns best, unordered
     scale = 1 + slope * (pivot - float(top.max() - top.min()))
     return fraction * float(np.clip(scale, least, most))
 
