@@ -125,33 +125,42 @@ def test_evidence_spread_over_a_stretch_of_turns_is_kept_together():
 
 
 def test_the_budget_share_moves_with_the_best_turns_lead():
-    """budget_fraction: a best turn far ahead of the rest (one clear answer) gets a smaller
-    share than turns close together (evidence spread over many), within the bounds (in
+    """lead_budget: a best turn far ahead of the rest (one clear answer) gets a smaller share
+    than turns close together (evidence spread over many), within the bounds (in
     history_fractions); the lead is measured to the lead_turns-th best turn, by each turn's
     best sentence; withheld turns (-inf) are not counted; with fewer than twice lead_turns
-    turns, and at slope 0, the share is fixed."""
-    from agentmem.stages.selection import budget_fraction
+    turns, and at slope 0, the share is fixed; a share moved down still holds the leading
+    turns whole."""
+    from agentmem.stages.selection import lead_budget
 
     rule = {"lead_turns": 2, "slope": 2.0, "pivot": 0.4, "least": 0.5, "most": 2.0}
+    ones = np.ones(6, np.int64)  # one token a sentence
+
+    def budget(lengths, score, tokens=ones, total=1000, **change):
+        return lead_budget(_turns(lengths), score, tokens, total, 0.1, **{**rule, **change})
+
+    def share(scale):  # of the fixed 100 tokens; floored, from float32 scores
+        return pytest.approx(100 * scale, abs=1.5)
+
     sharp = np.array([2.0, 1.9, 1.0, 0.8, 0.7], np.float32)  # turns of 2 + 1 + 1 + 1 sentences
     lead = 2.0 - 1.0  # the best turn's 2.0 over the second best turn's 1.0 (not 1.9: same turn)
-    assert budget_fraction(_turns([2, 1, 1, 1]), sharp, 0.1, **rule) == pytest.approx(
-        0.1 * max(1 + 2.0 * (0.4 - lead), 0.5))
-    assert budget_fraction(_turns([2, 1, 1, 1]), sharp, 0.1, **{**rule, "pivot": 1.1}) == \
-        pytest.approx(0.1 * (1 + 2.0 * (1.1 - lead)))
+    assert budget([2, 1, 1, 1], sharp) == share(max(1 + 2.0 * (0.4 - lead), 0.5))
+    assert budget([2, 1, 1, 1], sharp, pivot=1.1) == share(1 + 2.0 * (1.1 - lead))
     spread = np.array([1.0, 0.95, 0.9, 0.85, 0.1], np.float32)
-    assert budget_fraction(_turns([1] * 5), spread, 0.1, **rule) == pytest.approx(
-        0.1 * (1 + 2.0 * (0.4 - 0.05)))
-    assert budget_fraction(_turns([1] * 5), spread * 0, 0.1, **rule) == pytest.approx(0.1 * 1.8)
-    assert budget_fraction(_turns([1] * 5), spread * 0, 0.1, **{**rule, "pivot": 0.6}) == \
-        pytest.approx(0.2)  # at most 2 history_fractions
+    assert budget([1] * 5, spread) == share(1 + 2.0 * (0.4 - 0.05))
+    assert budget([1] * 5, spread * 0) == share(1.8)
+    assert budget([1] * 5, spread * 0, pivot=0.6) == 200  # at most 2 history_fractions
     withheld = np.array([1.0, -np.inf, 0.9, 0.8, 0.85, -np.inf], np.float32)
-    assert budget_fraction(_turns([1] * 6), withheld, 0.1, **rule) == pytest.approx(
-        0.1 * (1 + 2.0 * (0.4 - 0.1)))
+    assert budget([1] * 6, withheld) == share(1 + 2.0 * (0.4 - 0.1))
     few = np.array([1.0, -np.inf, 0.2, -np.inf], np.float32)  # two turns left: no crowd
-    assert budget_fraction(_turns([1] * 4), few, 0.1, **rule) == 0.1
-    assert budget_fraction(_turns([1] * 3), spread[:3], 0.1, **rule) == 0.1
-    assert budget_fraction(_turns([2, 1, 1, 1]), sharp, 0.1, **{**rule, "slope": 0.0}) == 0.1
+    assert budget([1] * 4, few) == 100
+    assert budget([1] * 3, spread[:3]) == 100
+    assert budget([2, 1, 1, 1], sharp, slope=0.0) == 100
+    # the clear answer is one large turn (its two sentences 30 + 40 tokens): it goes whole,
+    # with its message overhead, however low the share; never past the most
+    large = np.array([30, 40, 5, 5, 5], np.int64)
+    assert budget([2, 1, 1, 1], sharp, large) == 30 + 40 + 3
+    assert budget([2, 1, 1, 1], sharp, large * 10) == 200
 
 
 def test_a_sitting_named_by_one_turn_lifts_its_other_turns():

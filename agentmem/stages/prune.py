@@ -41,10 +41,10 @@ from agentmem.stages.selection import (
     add_exchange_similarity,
     add_sitting_context,
     add_turn_context,
-    budget_fraction,
     diversified,
     excluded_rows,
     fill,
+    lead_budget,
     silence,
 )
 from agentmem.state.steps import StepReplay
@@ -126,15 +126,15 @@ class PruneSettings(BaseModel):
     lead_slope: float = Field(
         0.0, ge=0, description="The share moves with the query: history_fraction x (1 + "
         "lead_slope x (lead_pivot - lead)), where lead is how far the best older turn's score "
-        "stands above the lead_turns-th best (agentmem.stages.selection.budget_fraction): a "
+        "stands above the lead_turns-th best (agentmem.stages.selection.lead_budget): a "
         "clear answer takes less, evidence spread over many turns more. 0: a fixed share.")
     lead_pivot: float = Field(0.66, description="The lead at which the share is history_fraction.")
     lead_turns: int = Field(10, ge=2, description="The lead is measured to this best turn.")
     lead_least: float = Field(
         0.4, ge=0, description="Least share lead_slope gives, in history_fractions.")
     lead_most: float = Field(
-        1.75, ge=0, description="Largest share lead_slope gives, in history_fractions (the "
-        "share itself stays at most 1).")
+        1.75, ge=0, description="Largest share lead_slope gives, in history_fractions (at "
+        "most all the older turns). Below it, the turns that lead are held whole.")
     history_tokens: int | None = Field(
         None, ge=0, description="Absolute budget for the older turns; wins if set.")
     history_floor_tokens: int = Field(
@@ -290,8 +290,8 @@ class PruneStage(Stage):
         rows = np.flatnonzero(np.isin(corpus.position, positions))
         total = int(corpus.tokens[rows].sum()) + MESSAGE_OVERHEAD_TOKENS * len(older)
         room = await _prompt_room(draft, context, {c.index for c in older})
-        budget = _history_budget(settings, total, room, settings.history_fraction)
-        if total <= budget:  # (the query's share, set below, is under 1 too: the same test)
+        budget = _history_budget(settings, room, int(settings.history_fraction * total))
+        if total <= budget:  # (the query's budget, set below, is at most total: the same test)
             return
         for candidate in older:
             span = corpus.rows_of[candidate.index]
@@ -321,10 +321,10 @@ class PruneStage(Stage):
                          window_weight=settings.window_weight, decay=settings.window_decay)
         score[excluded] = -np.inf  # quarantined by an earlier stage: never brought back
         if settings.lead_slope and not settings.history_tokens:  # the share for this query
-            budget = _history_budget(settings, total, room, budget_fraction(
-                turns, score, settings.history_fraction, lead_turns=settings.lead_turns,
-                slope=settings.lead_slope, pivot=settings.lead_pivot,
-                least=settings.lead_least, most=settings.lead_most))
+            budget = _history_budget(settings, room, lead_budget(
+                turns, score, corpus.tokens, total, settings.history_fraction,
+                lead_turns=settings.lead_turns, slope=settings.lead_slope,
+                pivot=settings.lead_pivot, least=settings.lead_least, most=settings.lead_most))
         if settings.rerank_turns and settings.rerank_tokens:
             picks = _rerank_picks(older, score, rows, corpus, budget, settings)
             await self._rerank(context, older, picks, score, query, corpus.tokens)
@@ -580,11 +580,11 @@ class PruneStage(Stage):
                 f"({settings.pruner_sentences}); kept only where they share a term with the query")
 
 
-def _history_budget(settings: PruneSettings, total: int, room: int | None, fraction: float) -> int:
-    """Tokens the older turns may keep: ``history_tokens``, else ``fraction`` of their
-    ``total`` (never under ``history_floor_tokens``); near the model's window, what the prompt
-    leaves (``room``), chosen by sentence here rather than by whole turn downstream."""
-    budget = settings.history_tokens or max(settings.history_floor_tokens, int(min(fraction, 1.0) * total))
+def _history_budget(settings: PruneSettings, room: int | None, share: int) -> int:
+    """Tokens the older turns may keep: ``history_tokens``, else their ``share`` (never under
+    ``history_floor_tokens``); near the model's window, what the prompt leaves (``room``),
+    chosen by sentence here rather than by whole turn downstream."""
+    budget = settings.history_tokens or max(settings.history_floor_tokens, share)
     return budget if room is None or room >= budget else max(room, 0)
 
 

@@ -57,24 +57,32 @@ class TurnRows:
         score[self.rows] += np.repeat(per_turn, self.lengths).astype(np.float32)
 
 
-def budget_fraction(turns: TurnRows, score: np.ndarray, fraction: float, *, lead_turns: int,
-                    slope: float, pivot: float, least: float, most: float) -> float:
-    """The share of the older turns' tokens this query's budget gets. A question with one clear
-    answer ("Who inspired Maria to start volunteering?") has a best turn far ahead of the rest;
-    one whose evidence is spread ("What activities has Melanie done with her family?", "Would
-    John be considered patriotic?") has many turns close together, and a fixed share cuts it
-    where the first needed little. So the share moves with the best turn's lead over the
-    ``lead_turns``-th best (scores as the rules left them): ``fraction x (1 + slope x (pivot -
-    lead))``, kept within ``fraction x [least, most]``. A query-performance predictor in the
-    IR sense, read off the scores the call computes anyway; ``slope`` 0, or fewer than twice
-    ``lead_turns`` turns (the lead would be over the last ones), is the fixed share."""
+def lead_budget(turns: TurnRows, score: np.ndarray, tokens: np.ndarray, total: int,
+                fraction: float, *, lead_turns: int, slope: float, pivot: float, least: float,
+                most: float) -> int:
+    """Tokens this query's budget gets for the older turns (``total`` tokens; ``tokens`` per
+    corpus row). A question with one clear answer ("Who inspired Maria to start
+    volunteering?") has a best turn far ahead of the rest; one whose evidence is spread ("What
+    activities has Melanie done with her family?", "Would John be considered patriotic?") has
+    many turns close together, and a fixed share cuts it where the first needed little. So the
+    share moves with the best turn's lead over the ``lead_turns``-th best (scores as the rules
+    left them): ``fraction x (1 + slope x (pivot - lead))``, kept within ``fraction x [least,
+    most]``: a query-performance predictor in the IR sense, read off the scores the call
+    computes anyway. However far it moves down, it holds the turns that lead (those of the
+    ``lead_turns`` best above the midpoint of the lead), whole, up to ``most``: a clear answer
+    in one large tool result is not cut for its clarity. ``slope`` 0, or fewer than twice
+    ``lead_turns`` turns (the lead would be over the last ones): ``fraction`` of ``total``."""
     best = turns.best(score)
-    best = best[np.isfinite(best)]
-    if not slope or len(best) < 2 * lead_turns:  # too few turns for a crowd to stand out of
-        return fraction
-    top = -np.partition(-best, lead_turns - 1)[:lead_turns]  # the lead_turns best, unordered
-    scale = 1 + slope * (pivot - float(top.max() - top.min()))
-    return fraction * float(np.clip(scale, least, most))
+    shown = np.flatnonzero(np.isfinite(best))  # a turn withheld whole has no score
+    if not slope or len(shown) < 2 * lead_turns:  # too few turns for a crowd to stand out of
+        return int(fraction * total)
+    top = shown[np.argpartition(-best[shown], lead_turns - 1)[:lead_turns]]
+    high, low = float(best[top].max()), float(best[top].min())
+    share = fraction * float(np.clip(1 + slope * (pivot - (high - low)), least, most))
+    leading = top[best[top] >= (high + low) / 2]
+    held = int(np.add.reduceat(tokens[turns.rows], turns.starts)[leading].sum()
+               ) + MESSAGE_OVERHEAD_TOKENS * len(leading)
+    return int(min(max(share * total, held), min(fraction * most, 1.0) * total))
 
 
 def add_exchange_similarity(turns: TurnRows, score: np.ndarray, turn_sums: np.ndarray,
