@@ -287,22 +287,28 @@ class RedisConnector:
         follows MOVED redirects and failovers; every key of a session shares one hash slot, so
         the store's scripts work unchanged. Pooled connections are checked (PING) after
         ``HEALTH_CHECK_S`` idle, so a restarted Redis does not fail one call per stale connection.
+        No ``CLIENT SETINFO`` on connect (``driver_info=None``): redis-py sends its two unanswered
+        (and, before Redis 7.2, refused) SETINFO commands pipelined, and when the event loop
+        stalls past ``HEALTH_CHECK_S`` between the two sends, the health check's PING reads the
+        first one's error and the connection's first command fails with it (the embedded Redis
+        is 6.2, Debian's 7.0).
         """
         if self.url and self.url.split("://", 1)[0].endswith("+cluster"):
             scheme, rest = self.url.split("://", 1)
             cluster = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}",
                                             max_connections=self.max_connections,
-                                            health_check_interval=HEALTH_CHECK_S)
+                                            health_check_interval=HEALTH_CHECK_S,
+                                            driver_info=None)
             return cast(aioredis.Redis, cluster)  # the subset of commands the store uses
         if self.url:
             pool = aioredis.BlockingConnectionPool.from_url(
                 self.url, max_connections=self.max_connections, timeout=10,
-                health_check_interval=HEALTH_CHECK_S)
+                health_check_interval=HEALTH_CHECK_S, driver_info=None)
         else:
             pool = aioredis.BlockingConnectionPool(
                 connection_class=aioredis.UnixDomainSocketConnection,
                 path=self.embedded_socket(), max_connections=self.max_connections, timeout=10,
-                health_check_interval=HEALTH_CHECK_S)
+                health_check_interval=HEALTH_CHECK_S, driver_info=None)
         return aioredis.Redis(connection_pool=pool)
 
     def embedded_socket(self) -> str:
