@@ -79,9 +79,9 @@ def lead_budget(turns: TurnRows, score: np.ndarray, tokens: np.ndarray, total: i
     top = shown[np.argpartition(-best[shown], lead_turns - 1)[:lead_turns]]
     high, low = float(best[top].max()), float(best[top].min())
     share = fraction * float(np.clip(1 + slope * (pivot - (high - low)), least, most))
-    leading = top[best[top] >= (high + low) / 2]
-    held = int(np.add.reduceat(tokens[turns.rows], turns.starts)[leading].sum()
-               ) + MESSAGE_OVERHEAD_TOKENS * len(leading)
+    leading = top[best[top] >= (high + low) / 2]  # a few turns: only their tokens are summed
+    held = sum(int(tokens[turns.rows[start:start + length]].sum()) + MESSAGE_OVERHEAD_TOKENS
+               for start, length in zip(turns.starts[leading], turns.lengths[leading]))
     return int(min(max(share * total, held), min(fraction * most, 1.0) * total))
 
 
