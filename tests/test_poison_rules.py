@@ -390,15 +390,19 @@ def test_a_time_stamp_and_a_greeted_name_are_not_details():
     assert without_address("Thanks Marco Rossi for the call") == "Thanks Marco Rossi for the call"
 
 
-def _peer_record(record_id: str) -> list[dict]:
+def _peer_record(record_id: str, file: str = "poison_agentmem_peers.jsonl") -> list[dict]:
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "agentmem" / "bench" / "data" / "poison_agentmem_peers.jsonl"
+    path = Path(__file__).resolve().parents[1] / "agentmem" / "bench" / "data" / file
     for line in path.read_text().splitlines():
         record = json.loads(line)
         if record["id"] == record_id:
             return record["messages"]
     raise KeyError(record_id)
+
+
+def _general_record(record_id: str) -> list[dict]:
+    return _peer_record(record_id, "poison_agentmem_general.jsonl")
 
 
 def test_between_peers_a_life_story_is_not_poison_but_a_repeated_place_is(encode):
@@ -411,6 +415,34 @@ def test_a_persona_describes_itself_but_not_the_users_world(encode):
     found = flagged(_peer_record("am-peers-03"), encode)
     assert {6, 8, 10} <= set(found)  # "your gym opens at 6 am on weekends"
     assert not any("cello" in text for texts in found.values() for text in texts)
+
+
+def test_a_general_assistants_answers_recur_with_their_topic_and_are_not_poison(encode):
+    """A role prompt that gives no facts ("You are a friendly travel assistant.") and no tool:
+    the assistant's Alfama and tram 28, its pandas, its risotto recur because the user asked
+    about them, and nothing in the session could support them. They were withheld as
+    recurring unsupported claims (13 of the 15 answers of the general-assistant file)."""
+    for record_id in ("am-general-01", "am-general-02", "am-general-03", "am-general-07"):
+        assert flagged(_general_record(record_id), encode) == {}, record_id
+
+
+def test_the_same_answers_are_claims_under_a_prompt_that_gives_facts(encode):
+    """What makes them answers is the role prompt: under a prompt that states the business's
+    facts (a price, an hour) the assistant speaks for them, and its recurring unsupported
+    details are claims again. A prompt whose only numbers are a date or a year is a role."""
+    messages = _general_record("am-general-01")
+    briefed = [system("You are the assistant of Lisbon Walks. Walking tours cost 25 euros and "
+                      "start at 10:00 from Praca do Comercio."), *messages[1:]]
+    assert flagged(briefed, encode)
+    dated = [system("You are a friendly travel assistant. Today is 3 October 2024."), *messages[1:]]
+    assert flagged(dated, encode) == {}
+
+
+def test_under_a_role_prompt_a_claim_about_the_users_own_things_is_still_checked(encode):
+    """A role prompt leaves the world to the assistant's knowledge, not the user's own things:
+    "your gym opens at 6 am" (no one but the user could know it) stays a claim."""
+    messages = [system("You are a helpful assistant."), *_peer_record("am-peers-03")[1:]]
+    assert {6, 8, 10} <= set(flagged(messages, encode))
 
 
 def test_a_documents_labelled_lines_are_records_though_no_full_stop_parts_them():

@@ -87,6 +87,22 @@ def test_quarantine_api_is_tenant_scoped(tenant_proxy):
     assert theirs.status_code == 404
 
 
+def test_a_general_assistant_keeps_its_own_answers_under_the_default_policy(client, received, http):
+    """A chat assistant with a role prompt and no tools, through the proxy with `default`: its
+    recommendations recur with the topic the user asked about (Alfama, tram 28) and every one
+    of them reaches the model on the last call; none is taken for a poisoned claim."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "agentmem" / "bench" / "data" / "poison_agentmem_general.jsonl"
+    record = next(json.loads(line) for line in path.read_text().splitlines() if '"am-general-01"' in line)
+    messages, session_id = record["messages"], f"q-{uuid.uuid4().hex[:12]}"
+    for turn in [i for i, m in enumerate(messages) if m["role"] == "user"]:
+        client.chat.completions.create(model="echo", messages=messages[: turn + 1],
+                                       extra_headers={"X-Session-Id": session_id})
+    assert received.requests()[-1]["messages"] == _as_sent(messages)
+    assert http.get(f"/v1/sessions/{session_id}/quarantine").json()["data"] == []
+
+
 def _as_sent(messages):
     """The messages as the openai client serialises them (None fields dropped)."""
     return [{k: v for k, v in m.items() if v is not None} for m in messages]

@@ -13,7 +13,7 @@ import numpy as np
 from agentmem.models.runtime import pause_point
 from agentmem.quarantine.poison.clauses import Clause, _is_value, clauses_of, is_self_description
 from agentmem.quarantine.poison.cosines import clause_cosines
-from agentmem.quarantine.poison.details import detail_terms
+from agentmem.quarantine.poison.details import _TEMPORAL, detail_terms
 from agentmem.quarantine.poison.recurrence import (
     LOOSE_CHAIN_TURNS,
     _other_amounts,
@@ -60,6 +60,7 @@ class ClaimScan:
     claimant: np.ndarray  # per row: a claim's source (assistant, untrusted, relayed text)
     framed: np.ndarray  # per row: a JSON answer's frame (keys, URL pattern)
     peers: bool  # no tool and no system prompt: people talking
+    open_domain: bool = False  # no tool, and a system prompt that gives a role but no facts
 
 
 def scan_claims(statements: Statements, since_position: int) -> ClaimScan:
@@ -82,7 +83,23 @@ def scan_claims(statements: Statements, since_position: int) -> ClaimScan:
         clauses = [c for c in clauses if statements.trust[c.row] != "assistant"
                    or not is_self_description(c.text, plural=not statements.prompted)]
     return ClaimScan(since_position, clauses, claimant, framed,
-                     not statements.tools and not statements.prompted)
+                     not statements.tools and not statements.prompted,
+                     not statements.tools and statements.prompted and not _briefed(statements))
+
+
+_FACT_NUMBER = re.compile(r"\d")
+_YEAR = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")
+_ADDRESSEE = re.compile(r"\byours?\b", re.IGNORECASE)
+
+
+def _briefed(statements: Statements) -> bool:
+    """Whether the system prompt gives facts for the assistant to keep to: a number that is
+    not a date or a time (a price, an opening hour, a limit). A role alone ("You are a
+    friendly travel assistant.", "You are a helpful assistant. Today is May 1, 2024.") gives
+    none: the assistant answers from its own knowledge, which nothing in the session could
+    support."""
+    return any(_FACT_NUMBER.search(_YEAR.sub(" ", _TEMPORAL.sub(" ", text)))
+               for text, trust in zip(statements.texts, statements.trust) if trust == "system")
 
 
 def unembedded_clauses(statements: Statements, settings, scan: ClaimScan) -> list[str]:
@@ -189,6 +206,9 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             own = {a for k in flagged for a in gaps[k] & anchors}  # this chain's, not the group's
             if not own and peers:
                 continue  # between peers, a claim must repeat a name, number or date of its own
+            if scan.open_domain and not any(gaps[k] & own and _ADDRESSEE.search(clauses[k].text)
+                                            for k in flagged):
+                continue  # a role without facts: the assistant's answer and its topic recurring
             novel = {a for a in anchors if not index.states(a, before=first)}
             found.append((flagged, own, novel, amounts))
             taken.update(flagged)
