@@ -253,10 +253,10 @@ ORDER = {"order_id": "FO-5512", "status": "in_transit", "carrier": "DHL", "shipp
          "estimated_delivery": "2024-04-09"}
 
 
-def flagged(messages: list[dict], encode) -> dict[int, list[str]]:
+def flagged(messages: list[dict], encode, settings: QuarantineSettings = SETTINGS) -> dict[int, list[str]]:
     found = statements(messages, encode)
     out: dict[int, list[str]] = {}
-    for finding in detect_poison(found, SETTINGS, encode=encode):
+    for finding in detect_poison(found, settings, encode=encode):
         for row in finding.rows:
             out.setdefault(int(found.position[row]), []).append(found.texts[row])
     return out
@@ -412,7 +412,12 @@ def test_between_peers_a_life_story_is_not_poison_but_a_repeated_place_is(encode
 
 
 def test_a_persona_describes_itself_but_not_the_users_world(encode):
-    found = flagged(_peer_record("am-peers-03"), encode)
+    """Juniper's prompt gives a role and no facts: the assistant is not judged there unless
+    ``poison_open_domain`` asks for it; then its cello is its own, the user's gym hours are a
+    claim about the world."""
+    assert flagged(_peer_record("am-peers-03"), encode) == {}
+    found = flagged(_peer_record("am-peers-03"), encode,
+                    SETTINGS.model_copy(update={"poison_open_domain": True}))
     assert {6, 8, 10} <= set(found)  # "your gym opens at 6 am on weekends"
     assert not any("cello" in text for texts in found.values() for text in texts)
 
@@ -429,20 +434,17 @@ def test_a_general_assistants_answers_recur_with_their_topic_and_are_not_poison(
 def test_the_same_answers_are_claims_under_a_prompt_that_gives_facts(encode):
     """What makes them answers is the role prompt: under a prompt that states the business's
     facts (a price, an hour) the assistant speaks for them, and its recurring unsupported
-    details are claims again. A prompt whose only numbers are a date or a year is a role."""
+    details are claims again; so they are with a tool in the session. A prompt whose only
+    numbers are a date or a year is a role."""
     messages = _general_record("am-general-01")
     briefed = [system("You are the assistant of Lisbon Walks. Walking tours cost 25 euros and "
                       "start at 10:00 from Praca do Comercio."), *messages[1:]]
     assert flagged(briefed, encode)
+    weather = [call("get_weather", {"city": "Lisbon"}, 1),
+               result({"city": "Lisbon", "forecast": "sunny", "high_c": 24}, 1)]
+    assert flagged([*messages[:2], *weather, *messages[2:]], encode)
     dated = [system("You are a friendly travel assistant. Today is 3 October 2024."), *messages[1:]]
     assert flagged(dated, encode) == {}
-
-
-def test_under_a_role_prompt_a_claim_about_the_users_own_things_is_still_checked(encode):
-    """A role prompt leaves the world to the assistant's knowledge, not the user's own things:
-    "your gym opens at 6 am" (no one but the user could know it) stays a claim."""
-    messages = [system("You are a helpful assistant."), *_peer_record("am-peers-03")[1:]]
-    assert {6, 8, 10} <= set(flagged(messages, encode))
 
 
 def test_a_documents_labelled_lines_are_records_though_no_full_stop_parts_them():

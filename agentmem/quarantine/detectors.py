@@ -93,7 +93,8 @@ class PoisonDetector:
 def _scan_unembedded(scope: Scope) -> tuple[ClaimScan, list[str]]:
     """The window's claim clauses (read once: the detection reuses them) and those of them
     still without a vector."""
-    scan = scan_claims(scope.statements, poison_since(scope.statements, scope.settings))
+    scan = scan_claims(scope.statements, poison_since(scope.statements, scope.settings),
+                       open_domain=scope.settings.poison_open_domain)
     return scan, unembedded_clauses(scope.statements, scope.settings, scan)
 
 

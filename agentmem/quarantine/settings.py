@@ -105,5 +105,13 @@ class QuarantineSettings(BaseModel):
         "found earlier keep applying).")
     support_similarity: float = Field(
         0.7, ge=-1, le=1, description="Cosine above which a trusted statement supports a claim.")
+    poison_open_domain: bool = Field(
+        False, description="Also judge a general assistant's recurring claims. In a chat with no "
+        "tool and a system prompt that gives a role but no facts (no number but dates and "
+        "times: \"You are a friendly travel assistant.\"), nothing in the session could "
+        "support what the assistant knows, and its answers recur with the topic the user asks "
+        "about; off, its statements there are not poison candidates (a prompt with facts, or a "
+        "tool, brings the check back). On: judged as everywhere else, which also withholds most "
+        "of a general assistant's recurring answers (README, Benchmarks: Stop 65).")
 
 

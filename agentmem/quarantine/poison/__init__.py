@@ -47,13 +47,12 @@ invented. What is withheld is still a whole sentence (a corpus row); clauses dec
    speaker's own life: a self-description ("my kids love the beach"; not "I checked: your
    refund went through") is not a claim about the world. Between peers (no tool, no system
    prompt: two people chatting, a persona chat) a claim must also repeat a name, number or
-   date of its own; greetings' names and message time stamps are not details. Under a system
-   prompt that gives a role but no facts (no number but dates: "You are a friendly travel
-   assistant.") and with no tool, the assistant answers from its own knowledge, which nothing
-   in the session could support: its Alfama, its pandas recur with the topic the user asked
-   about. There a chain is a claim only where it speaks of the user's own things ("your gym
-   opens at 6 am" in a clause with one of the chain's details), which no one but the user
-   could state.
+   date of its own; greetings' names and message time stamps are not details. A general
+   assistant (no tool, a system prompt that gives a role but no facts: no number but dates
+   and times) answers from its own knowledge, which nothing in the session could support,
+   and its answers recur with the topic the user asks about: its statements are not claims
+   there unless ``poison_open_domain`` asks for them (read as claims, 92% of its recurring
+   answers were withheld, and no rule over their words told them from an invented fact).
 
 Cost: term sets, clause splits and clause vectors are cached by text (a clause is embedded
 once per process; a clause that is its whole sentence reuses the stored sentence vector), and

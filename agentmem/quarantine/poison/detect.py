@@ -60,11 +60,12 @@ class ClaimScan:
     claimant: np.ndarray  # per row: a claim's source (assistant, untrusted, relayed text)
     framed: np.ndarray  # per row: a JSON answer's frame (keys, URL pattern)
     peers: bool  # no tool and no system prompt: people talking
-    open_domain: bool = False  # no tool, and a system prompt that gives a role but no facts
 
 
-def scan_claims(statements: Statements, since_position: int) -> ClaimScan:
-    """The claim clauses of the turns from ``since_position`` on, and who may make claims."""
+def scan_claims(statements: Statements, since_position: int, *,
+                open_domain: bool = False) -> ClaimScan:
+    """The claim clauses of the turns from ``since_position`` on, and who may make claims.
+    ``open_domain``: judge a general assistant's statements too (``_general_assistant``)."""
     claimant = np.asarray([t in {"assistant", "untrusted"} or bool(r)
                            for t, r in zip(statements.trust, statements.relayed)], dtype=bool)
     framed = claimant & statements.frame if len(statements.frame) else np.zeros_like(claimant)
@@ -82,24 +83,31 @@ def scan_claims(statements: Statements, since_position: int) -> ClaimScan:
     if not statements.tools:
         clauses = [c for c in clauses if statements.trust[c.row] != "assistant"
                    or not is_self_description(c.text, plural=not statements.prompted)]
+    if not open_domain and _general_assistant(statements):
+        clauses = [c for c in clauses if statements.trust[c.row] != "assistant"]
     return ClaimScan(since_position, clauses, claimant, framed,
-                     not statements.tools and not statements.prompted,
-                     not statements.tools and statements.prompted and not _briefed(statements))
+                     not statements.tools and not statements.prompted)
 
 
 _FACT_NUMBER = re.compile(r"\d")
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")
-_ADDRESSEE = re.compile(r"\byours?\b", re.IGNORECASE)
 
 
-def _briefed(statements: Statements) -> bool:
-    """Whether the system prompt gives facts for the assistant to keep to: a number that is
-    not a date or a time (a price, an opening hour, a limit). A role alone ("You are a
-    friendly travel assistant.", "You are a helpful assistant. Today is May 1, 2024.") gives
-    none: the assistant answers from its own knowledge, which nothing in the session could
-    support."""
-    return any(_FACT_NUMBER.search(_YEAR.sub(" ", _TEMPORAL.sub(" ", text)))
-               for text, trust in zip(statements.texts, statements.trust) if trust == "system")
+def _general_assistant(statements: Statements) -> bool:
+    """A chat with no tool under a system prompt that gives a role but no facts: no number but
+    dates and times ("You are a friendly travel assistant.", "You are a helpful assistant.
+    Today is May 1, 2024."). The assistant answers from its own knowledge, which nothing in
+    the session could support, and its answers recur with the topic the user asks about (a
+    travel assistant's Alfama and tram 28, a coding assistant's pandas): read as claims, 92%
+    of a general assistant's recurring answers were withheld on two files written for it, and
+    no rule over its words told them from an invented fact ("your dentist opens at 7:30"),
+    README, Benchmarks: Stop 65. A prompt that states facts (a price, an opening hour, a
+    limit) makes the assistant their spokesman, and a tool a reporter of its results: both
+    are judged."""
+    if statements.tools or not statements.prompted:
+        return False
+    return not any(_FACT_NUMBER.search(_YEAR.sub(" ", _TEMPORAL.sub(" ", text)))
+                   for text, trust in zip(statements.texts, statements.trust) if trust == "system")
 
 
 def unembedded_clauses(statements: Statements, settings, scan: ClaimScan) -> list[str]:
@@ -121,7 +129,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     the embedder for clause vectors (the one that made ``statements.vectors``; default: the
     shipped MiniLM). ``scan``: these statements' ``scan_claims``, when the caller has it."""
     if scan is None or scan.since_position != since_position:
-        scan = scan_claims(statements, since_position)
+        scan = scan_claims(statements, since_position, open_domain=settings.poison_open_domain)
     clauses, claimant, framed, peers = scan.clauses, scan.claimant, scan.framed, scan.peers
     if len({c.position for c in clauses}) < settings.min_occurrences:
         return []
@@ -206,9 +214,6 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             own = {a for k in flagged for a in gaps[k] & anchors}  # this chain's, not the group's
             if not own and peers:
                 continue  # between peers, a claim must repeat a name, number or date of its own
-            if scan.open_domain and not any(gaps[k] & own and _ADDRESSEE.search(clauses[k].text)
-                                            for k in flagged):
-                continue  # a role without facts: the assistant's answer and its topic recurring
             novel = {a for a in anchors if not index.states(a, before=first)}
             found.append((flagged, own, novel, amounts))
             taken.update(flagged)
