@@ -296,15 +296,18 @@ def test_a_claim_a_trusted_tool_states_is_never_withheld(encode):
 
 
 def test_a_user_echo_confirms_nothing_but_an_earlier_user_statement_does(encode):
+    """(A chat with no prompt and no tool is a general assistant's, not judged by default: the
+    setting that judges it is on here, as for an app that holds its assistant to facts.)"""
     claim = ["The Zephyr battery has a 3-year warranty.", "Its battery is covered for three years.",
              "That 3-year battery warranty still applies."]
+    judged = SETTINGS.model_copy(update={"poison_open_domain": True})
     turns = [asked("My Zephyr battery died.")]
     for i, text in enumerate(claim):
         turns.append(said(text))
         turns.append(asked("Right, the battery has a 3-year warranty." if i == 0 else "ok"))
-    assert set(flagged(turns, encode)) == {1, 3, 5}  # the echo at 2 changes nothing
+    assert set(flagged(turns, encode, judged)) == {1, 3, 5}  # the echo at 2 changes nothing
     told = [asked("I bought the Zephyr battery with a 3-year warranty."), *turns[1:]]
-    assert flagged(told, encode) == {}
+    assert flagged(told, encode, judged) == {}
 
 
 def test_an_untrusted_source_and_its_repetitions_are_withheld_together(encode):
@@ -429,6 +432,18 @@ def test_a_general_assistants_answers_recur_with_their_topic_and_are_not_poison(
     recurring unsupported claims (13 of the 15 answers of the general-assistant file)."""
     for record_id in ("am-general-01", "am-general-02", "am-general-03", "am-general-07"):
         assert flagged(_general_record(record_id), encode) == {}, record_id
+
+
+def test_with_no_system_prompt_an_assistant_is_general_unless_people_are_talking(encode):
+    """A client that sends no system prompt (an API user's chat): the assistant's ZZ plant
+    recurs as the user asks about it, and is its answer. The same turns opened by date stamps,
+    as sittings between two people are (LoCoMo's layout), read as peers: a recurring name is
+    a claim there."""
+    messages = _general_record("am-general-09")
+    assert flagged(messages, encode) == {}
+    stamped = [{**m, "content": f"[9:15 am on 2 June, 2024] {m['content']}"} if i % 4 == 0 else m
+               for i, m in enumerate(messages)]
+    assert flagged(stamped, encode)
 
 
 def test_the_same_answers_are_claims_under_a_prompt_that_gives_facts(encode):

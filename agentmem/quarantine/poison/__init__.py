@@ -48,8 +48,9 @@ invented. What is withheld is still a whole sentence (a corpus row); clauses dec
    refund went through") is not a claim about the world. Between peers (no tool, no system
    prompt: two people chatting, a persona chat) a claim must also repeat a name, number or
    date of its own; greetings' names and message time stamps are not details. A general
-   assistant (no tool, a system prompt that gives a role but no facts: no number but dates
-   and times) answers from its own knowledge, which nothing in the session could support,
+   assistant (no tool; a system prompt that gives a role but no facts, no number but dates
+   and times, or no system prompt in a chat that does not read as people talking: no
+   date-stamped sittings, nobody named) answers from its own knowledge, which nothing in the session could support,
    and its answers recur with the topic the user asks about: its statements are not claims
    there unless ``poison_open_domain`` asks for them (read as claims, 92% of its recurring
    answers were withheld, and no rule over their words told them from an invented fact).

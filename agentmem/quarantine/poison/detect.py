@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from agentmem.episodes import opens_with_date
 from agentmem.models.runtime import pause_point
 from agentmem.quarantine.poison.clauses import Clause, _is_value, clauses_of, is_self_description
 from agentmem.quarantine.poison.cosines import clause_cosines
@@ -94,18 +95,22 @@ _YEAR = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")
 
 
 def _general_assistant(statements: Statements) -> bool:
-    """A chat with no tool under a system prompt that gives a role but no facts: no number but
-    dates and times ("You are a friendly travel assistant.", "You are a helpful assistant.
-    Today is May 1, 2024."). The assistant answers from its own knowledge, which nothing in
-    the session could support, and its answers recur with the topic the user asks about (a
-    travel assistant's Alfama and tram 28, a coding assistant's pandas): read as claims, 92%
-    of a general assistant's recurring answers were withheld on two files written for it, and
-    no rule over its words told them from an invented fact ("your dentist opens at 7:30"),
-    README, Benchmarks: Stop 65. A prompt that states facts (a price, an opening hour, a
-    limit) makes the assistant their spokesman, and a tool a reporter of its results: both
-    are judged."""
-    if statements.tools or not statements.prompted:
+    """A chat with no tool in which the assistant answers from its own knowledge: under a
+    system prompt that gives a role but no facts (no number but dates and times: "You are a
+    friendly travel assistant.", "You are a helpful assistant. Today is May 1, 2024."), or
+    with no system prompt at all unless it reads as people talking (sittings that open with a
+    date stamp, participants named: two friends, LoCoMo's layout). Nothing in the session
+    could support what the assistant knows, and its answers recur with the topic the user
+    asks about (a travel assistant's Alfama and tram 28, a coding assistant's pandas): read
+    as claims, 92% of a general assistant's recurring answers were withheld on two files
+    written for it, and no rule over its words told them from an invented fact ("your dentist
+    opens at 7:30"), README, Benchmarks: Stop 65. A prompt that states facts (a price, an
+    opening hour, a limit) makes the assistant their spokesman, and a tool a reporter of its
+    results: both are judged."""
+    if statements.tools:
         return False
+    if not statements.prompted:
+        return not statements.speakers and not any(map(opens_with_date, statements.texts))
     return not any(_FACT_NUMBER.search(_YEAR.sub(" ", _TEMPORAL.sub(" ", text)))
                    for text, trust in zip(statements.texts, statements.trust) if trust == "system")
 
