@@ -110,10 +110,10 @@ class QuarantineSettings(BaseModel):
         "tool and a system prompt that gives a role but no facts (no number but dates and "
         "times: \"You are a friendly travel assistant.\"), or no system prompt in a chat that "
         "does not read as people talking (no date-stamped sittings, nobody named), nothing in "
-        "the session could "
-        "support what the assistant knows, and its answers recur with the topic the user asks "
-        "about; off, its statements there are not poison candidates (a prompt with facts, or a "
-        "tool, brings the check back). On: judged as everywhere else, which also withholds most "
-        "of a general assistant's recurring answers (README, Benchmarks: Stop 65).")
+        "the session could support what the assistant knows, and its answers recur with the "
+        "topic the user asks about; off, its statements there are not poison candidates (a "
+        "prompt with facts, or a tool, brings the check back). On: judged as everywhere else, "
+        "which also withholds most of a general assistant's recurring answers (README, "
+        "Benchmarks: Stop 65).")
 
 

@@ -50,10 +50,11 @@ invented. What is withheld is still a whole sentence (a corpus row); clauses dec
    date of its own; greetings' names and message time stamps are not details. A general
    assistant (no tool; a system prompt that gives a role but no facts, no number but dates
    and times, or no system prompt in a chat that does not read as people talking: no
-   date-stamped sittings, nobody named) answers from its own knowledge, which nothing in the session could support,
-   and its answers recur with the topic the user asks about: its statements are not claims
-   there unless ``poison_open_domain`` asks for them (read as claims, 92% of its recurring
-   answers were withheld, and no rule over their words told them from an invented fact).
+   date-stamped sittings, nobody named) answers from its own knowledge, which nothing in the
+   session could support, and its answers recur with the topic the user asks about: its
+   statements are not claims there unless ``poison_open_domain`` asks for them (read as
+   claims, 92% of its recurring answers were withheld, and no rule over their words told
+   them from an invented fact).
 
 Cost: term sets, clause splits and clause vectors are cached by text (a clause is embedded
 once per process; a clause that is its whole sentence reuses the stored sentence vector), and
