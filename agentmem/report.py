@@ -58,7 +58,8 @@ class StageRun(BaseModel):
     latency_ms: float = 0.0
     decisions: list[Decision] = Field(default_factory=list)
     error: str | None = None
-    skipped: str | None = None  # why the stage did not run on this call (models still loading)
+    skipped: str | None = None  # why the stage left the request as it was (models still
+    # loading; the prune stage and a request to sum up the conversation)
     replayed: bool = False  # the agent step's first call's decisions, replayed (state/steps.py)
 
 

@@ -38,6 +38,23 @@ def _policy(**prune):
     return policy_from_dict({"name": "prune-test", "stages": ["prune"], "embed": False, "prune": prune})
 
 
+async def test_a_request_to_sum_up_the_conversation_leaves_the_history_whole(hygiene):
+    """"Summarise everything we discussed" needs every older turn; scored against it they all
+    look alike, and the budget's share would be all the summary could cover. The same history
+    with a question about one thing in it is still pruned; the setting turns the rule off."""
+    from agentmem.stages.prune import RECAP
+
+    recap = [*HISTORY[:-1], {"role": "user", "content": "Can you summarise everything we discussed so far?"}]
+    result = await hygiene.apply(recap, session_id=f"pr-{uuid.uuid4().hex}", policy=_policy())
+    assert result.messages == recap and result.report.stages[0].skipped == RECAP
+    assert not result.report.stages[0].decisions
+    off = await hygiene.apply(recap, session_id=f"pr-{uuid.uuid4().hex}",
+                              policy=_policy(keep_history_for_recaps=False))
+    assert off.report.tokens_after < off.report.tokens_before and not off.report.stages[0].skipped
+    asked = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}", policy=_policy())
+    assert asked.report.tokens_after < asked.report.tokens_before
+
+
 async def test_prune_keeps_what_the_question_needs(hygiene):
     result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}", policy=_policy())
     sent = [m.get("content") for m in result.messages]

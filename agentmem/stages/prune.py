@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentmem.conversation import agent_step_start, continues_step, query_of, recent_start
+from agentmem.conversation import (
+    agent_step_start,
+    continues_step,
+    last_user_index,
+    query_of,
+    recent_start,
+)
 from agentmem.file_reads import file_read_answers, offers_file_edits
 from agentmem.ingest import tools_tokens
 from agentmem.lexical import relative_bm25, terms
@@ -34,6 +40,7 @@ from agentmem.messages import text_of
 from agentmem.models.array_cache import ArrayCache
 from agentmem.models.keep_rule import CONFIG_KEYS
 from agentmem.models.runtime import read_passage, run_inference
+from agentmem.recaps import asks_for_recap
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
 from agentmem.stages.selection import (
@@ -67,6 +74,11 @@ class PruneSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    keep_history_for_recaps: bool = Field(
+        True, description="A request to sum up the conversation itself (\"Can you summarise "
+        "everything we discussed?\", agentmem/recaps.py) leaves the history whole: scored "
+        "against it, the older turns all look alike, and the share kept is what the summary "
+        "would cover. The budget stage still holds it to the model's window.")
     checkpoint: str | None = Field(
         None, description="Pruner folder, a shipped one by name (pruner-minilm-int8: the int8 "
         "copy, a tool output read ~1.8x faster on CPU, see its model card), or a hub name such as "
@@ -259,6 +271,11 @@ class PruneStage(Stage):
     async def _prune(self, draft: Draft, context: StageContext, step_start: int) -> None:
         settings = context.policy.prune
         history = context.history
+        asked = last_user_index(history)
+        if settings.keep_history_for_recaps and asked is not None \
+                and asks_for_recap(text_of(history[asked])):
+            context.run.skipped = RECAP
+            return
         query = query_of(history, context.channels.excluded_spans)
         if not query:
             return
@@ -608,6 +625,7 @@ async def _prompt_room(draft: Draft, context: StageContext, older: set[int]) -> 
 
 
 SHRUNK = "not among the most relevant sentences within the history budget"
+RECAP = "the user asks to sum up the conversation: the history is left whole"
 UNRELATED = ("unrelated to the query (every sentence under the keep rule's least cosine), "
              "so not read by the pruner: its floor keeps the closest; score: the query cosine")
 
