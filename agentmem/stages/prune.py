@@ -251,8 +251,8 @@ class PruneStage(Stage):
         a core), whose prefetch only took a core from the call's poison check. When the
         replay misses, ``apply`` embeds the query itself."""
         messages = request["messages"]
-        if policy.prune.step_stable and continues_step(messages):
-            return []
+        if (policy.prune.step_stable and continues_step(messages)) or _recap(policy.prune, messages):
+            return []  # (a recap leaves the history whole: nothing to score)
         size = sum(len(text_of(m)) for m in messages)
         return [query_of(messages)] if size > 4 * max(policy.prune.history_floor_tokens, 1) else []
 
@@ -271,9 +271,7 @@ class PruneStage(Stage):
     async def _prune(self, draft: Draft, context: StageContext, step_start: int) -> None:
         settings = context.policy.prune
         history = context.history
-        asked = last_user_index(history)
-        if settings.keep_history_for_recaps and asked is not None \
-                and asks_for_recap(text_of(history[asked])):
+        if _recap(settings, history):
             context.run.skipped = RECAP
             return
         query = query_of(history, context.channels.excluded_spans)
@@ -595,6 +593,14 @@ class PruneStage(Stage):
             context.report.warnings.append(
                 f"prune: {unscored:,} tool-output sentences past the pruner budget "
                 f"({settings.pruner_sentences}); kept only where they share a term with the query")
+
+
+def _recap(settings: PruneSettings, history: list[dict[str, Any]]) -> bool:
+    """Whether the user's newest message asks to sum up the conversation and the policy
+    leaves the history whole for that (``agentmem.recaps``)."""
+    asked = last_user_index(history)
+    return settings.keep_history_for_recaps and asked is not None \
+        and asks_for_recap(text_of(history[asked]))
 
 
 def _history_budget(settings: PruneSettings, room: int | None, share: int) -> int:
