@@ -111,6 +111,24 @@ def tools(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benc
          run_tools(records, policy=policy, warm=traffic, follow_up=follow_up), json_out)
 
 
+@bench_app.command("chats")
+def chats(data: list[Path] = typer.Option(..., exists=True, dir_okay=False, help="Chat file "
+                                          "(JSONL: system, messages, contradictions); repeatable."),
+          policy: str = typer.Option("default", help="Policy preset or YAML path."),
+          json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
+    """Replay chats with a general assistant through the policy: the written self-contradictions
+    its clash records catch, and the false records it makes (sentences of ordinary chats
+    withheld); agentmem/bench/chats.py."""
+    from agentmem.bench.chats import read_chats, run_chats
+
+    try:
+        records = read_chats(data)
+    except (ValueError, KeyError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    emit("bench chats", run_chats(records, policy=policy), json_out)
+
+
 @bench_app.command("agent-history")
 def agent_history(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Prune-format "
                                             "file (passages with per-question sentence labels)."),

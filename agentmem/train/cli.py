@@ -213,6 +213,11 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                                                       "same-speaker pairs of task dialogues (python -m "
                                                       "agentmem.train.sgd_pairs); 10% by hash held out."),
         dialogue_max: Optional[int] = typer.Option(None, help="Cap on --dialogue-pairs (random sample)."),
+        chat_pairs: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Pairs of "
+                                                  "written general-assistant chats (python -m "
+                                                  "agentmem.train.chat_pairs); 10% by hash held out."),
+        chat_max: Optional[int] = typer.Option(None, help="Cap on --chat-pairs' consistent pairs "
+                                               "(random sample; every contradiction is kept)."),
         work: Optional[Path] = WORK_OPTION,
         save_every: int = typer.Option(200, help="Steps between saves of the training state."),
         resume: bool = RESUME_OPTION,
@@ -235,6 +240,7 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                      init=init, work=work, save_every=save_every, resume=resume,
                      written=written, written_repeat=written_repeat,
                      dialogue_pairs=dialogue_pairs, dialogue_max=dialogue_max,
+                     chat_pairs=chat_pairs, chat_max=chat_max,
                      log=lambda line: typer.echo(line))
     card["command"] = command.strip()
     (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")

@@ -106,12 +106,13 @@ def evaluate_binary(model: NLIModel, examples: list[Example]) -> dict[str, float
 
 
 def held_out_metrics(model: NLIModel, data_dir: Path, *, synthetic: int = 0,
-                     written: Path | None = None,
+                     written: Path | None = None, chat_pairs: Path | None = None,
                      log: Callable[[str], Any] = lambda line: None) -> dict[str, dict[str, float]]:
     """The model's metrics on every held-out set (``held_out_sets``): 3-way sets by label,
     binary ones (contradiction or not) by ``evaluate_binary``."""
     metrics = {}
-    for name, rows in held_out_sets(data_dir, synthetic=synthetic, written=written).items():
+    for name, rows in held_out_sets(data_dir, synthetic=synthetic, written=written,
+                                    chat_pairs=chat_pairs).items():
         binary = any(e.label is None for e in rows)
         metrics[name] = evaluate_binary(model, rows) if binary else evaluate(model, rows)
         log(f"{name}: {metrics[name]}")
@@ -126,6 +127,7 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
               resume: bool = False, held_out_synthetic: int | None = None,
               written: Path | None = None, written_repeat: int = 1,
               dialogue_pairs: Path | None = None, dialogue_max: int | None = None,
+              chat_pairs: Path | None = None, chat_max: int | None = None,
               log: Callable[[str], Any] = print) -> dict[str, Any]:
     """Train, save fp16 safetensors + tokenizer to ``out``, evaluate the saved copy; the card dict.
 
@@ -163,7 +165,8 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     examples = build_training_set(data_dir, seed=seed, swap_fraction=swap_fraction,
                                   dnli_max=dnli_max, limit=limit, synthetic=synthetic,
                                   written=written, written_repeat=written_repeat,
-                                  dialogue_pairs=dialogue_pairs, dialogue_max=dialogue_max)
+                                  dialogue_pairs=dialogue_pairs, dialogue_max=dialogue_max,
+                                  chat_pairs=chat_pairs, chat_max=chat_max)
     encoded = _encode(tokenizer, examples, max_length)
     log(f"{len(encoded)} training pairs, device {device}, torch threads {torch.get_num_threads()}")
 
@@ -181,6 +184,7 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
                            written=str(written) if written else None, written_repeat=written_repeat,
                            dialogue_pairs=str(dialogue_pairs) if dialogue_pairs else None,
                            dialogue_max=dialogue_max,
+                           **({"chat_pairs": str(chat_pairs), "chat_max": chat_max} if chat_pairs else {}),
                            base=base if init is None else None)
     first_step, earlier_time = 0, 0.0
     state_file = work / "state.pt" if work is not None else None
@@ -208,13 +212,14 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     if held_out_synthetic is None:
         held_out_synthetic = 1000 if synthetic else 0
     metrics = held_out_metrics(shipped, data_dir, synthetic=held_out_synthetic, written=written,
-                               log=log)
+                               chat_pairs=chat_pairs, log=log)
     card = {"base": BASE_NAME, "init": init, "examples": len(encoded), "counts": describe(examples),
             "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
             "swap_fraction": swap_fraction, "dnli_max": dnli_max, "synthetic": synthetic,
             "written": str(written) if written else None, "written_repeat": written_repeat,
             "dialogue_pairs": str(dialogue_pairs) if dialogue_pairs else None,
             "dialogue_max": dialogue_max,
+            "chat_pairs": str(chat_pairs) if chat_pairs else None, "chat_max": chat_max,
             "seed": seed, "device": device, "torch_threads": torch.get_num_threads(),
             "steps": steps, "resumed_at_step": first_step or None,
             "train_time_s": round(train_time, 1),

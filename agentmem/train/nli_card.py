@@ -33,6 +33,13 @@ _SYNTHETIC = {
            "(`agentmem/train/sgd_pairs.py`): an assistant offering other options, a user "
            "thanking or declining, values of other entities",
     "written-swap": "their swapped copies (every kind but announced updates)",
+    "general_chat": "Same-speaker pairs of chats with a general assistant written for agentmem "
+                    "(`agentmem/train/data/general_chats_written.jsonl`, DATA.md; Apache-2.0 like "
+                    "the package), the pairs the clash cascade sends to NLI "
+                    "(`agentmem/train/chat_pairs.py`): steps, options, caveats and numbers of "
+                    "different things as consistent, each chat's written self-contradiction as "
+                    "contradiction; 10% held out by hash",
+    "general_chat-swap": "their swapped copies",
     "synth-perturbed": "Perturbed shippable sentences (`nli_synth.py`): DNLI `data.csv` hypotheses "
                        "(MIT) and SNLI dev `sentence2` (CC BY-SA 4.0) with an auxiliary negated "
                        "(contradiction) or the flipped sentence attributed to someone else, the "
@@ -51,7 +58,7 @@ def _data_lines(counts: dict[str, dict[str, int]]) -> str:
     fmt = lambda c: ", ".join(f"{k} {v}" for k, v in c.items()) or "none"  # noqa: E731
     for source, text in _SYNTHETIC.items():
         if counts.get(source):
-            suffix = "" if source.startswith("written") else "; not swapped"
+            suffix = "" if source.startswith(("written", "general_chat")) else "; not swapped"
             lines.append(f"  - {text}: {sum(counts[source].values())} pairs "
                          f"({fmt(counts[source])}){suffix}")
     return "\n".join(lines)

@@ -139,7 +139,8 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
                        dnli_max: int | None = None, limit: int | None = None,
                        synthetic: int = 0, written: Path | None = None,
                        written_repeat: int = 1, dialogue_pairs: Path | None = None,
-                       dialogue_max: int | None = None) -> list[Example]:
+                       dialogue_max: int | None = None, chat_pairs: Path | None = None,
+                       chat_max: int | None = None) -> list[Example]:
     """Shippable training pairs, plus a swapped copy of ``swap_fraction`` of them, shuffled.
 
     ``dnli_max`` caps the DNLI pairs (random sample): they are most of the data and the longest,
@@ -149,7 +150,10 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
     ``written`` adds the written chat pairs (``read_pairs``, training share) ``written_repeat``
     times, each time with a swapped copy of every pair whose kind is not order-bound.
     ``dialogue_pairs`` adds consistent pairs of real task dialogues in the same format (a
-    random ``dialogue_max`` of their training share; see ``sgd_pairs``).
+    random ``dialogue_max`` of their training share; see ``sgd_pairs``). ``chat_pairs`` adds
+    the pairs of written general-assistant chats (``chat_pairs``: consistent candidate pairs,
+    of which a random ``chat_max``, and every written self-contradiction), each with a swapped
+    copy (both kinds are symmetric).
     """
     nli = data_dir / "nli"
     rng = random.Random(seed)
@@ -173,6 +177,13 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
         if dialogue_max is not None and dialogue_max < len(pairs):
             pairs = rng.sample(pairs, dialogue_max)
         examples += pairs
+    if chat_pairs is not None:
+        pairs = read_pairs(chat_pairs, source="general_chat")
+        consistent = [e for e in pairs if e.allowed != CONTRADICTION]
+        if chat_max is not None and chat_max < len(consistent):
+            consistent = rng.sample(consistent, chat_max)
+        pairs = [e for e in pairs if e.allowed == CONTRADICTION] + consistent
+        examples += pairs + swapped(pairs)
     rng.shuffle(examples)
     return examples[:limit]
 
@@ -180,13 +191,14 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
 SYNTHETIC_HELD_OUT_SEED = 9001
 
 
-def held_out_sets(data_dir: Path, synthetic: int = 0,
-                  written: Path | None = None) -> dict[str, list[Example]]:
+def held_out_sets(data_dir: Path, synthetic: int = 0, written: Path | None = None,
+                  chat_pairs: Path | None = None) -> dict[str, list[Example]]:
     """The sets metrics are reported on; none of them is trained on.
 
     ``synthetic`` adds that many generated chat pairs from a seed no training run uses (same
     templates, other draws, so it checks fit to the synthetic task rather than generalisation);
-    ``written`` the written pairs' held-out share (same writers, so the same caveat).
+    ``written`` the written pairs' held-out share (same writers, so the same caveat), and
+    ``chat_pairs`` the general-assistant chat pairs' (pairs of the same chats as trained ones).
     """
     nli = data_dir / "nli"
     sets = {"dnli_test_3": read_dnli(nli / "dnli" / "test_3_data.csv", "dnli_test_3"),
@@ -201,6 +213,10 @@ def held_out_sets(data_dir: Path, synthetic: int = 0,
         sets["written_chat (held-out share, binary)"] = [
             replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
             for e in read_pairs(written, held_out=True)]
+    if chat_pairs is not None:
+        sets["general_chat (held-out share, binary)"] = [
+            replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
+            for e in read_pairs(chat_pairs, held_out=True, source="general_chat")]
     return sets
 
 

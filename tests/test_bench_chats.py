@@ -1,0 +1,50 @@
+"""`agentmem bench chats`: a written self-contradiction is caught when a clash record pairs its
+two sentences, and every other clash record counts as false; through the real engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from agentmem.bench.chats import chat_messages, read_chats, run_chats
+from agentmem.cli import app
+
+AGE = {"id": "c-age", "system": None, "messages": [
+    {"role": "user", "content": "I'm 34 years old and I want to start running."},
+    {"role": "assistant", "content": "Great idea! Start with three easy runs a week."},
+    {"role": "user", "content": "How long should each run be?"},
+    {"role": "assistant", "content": "Twenty minutes of run-walk intervals is plenty at first."},
+    {"role": "user", "content": "I'm 52 years old, so is that still fine for me?"},
+    {"role": "assistant", "content": "Yes, the same plan works well at any age."},
+], "contradictions": [{"speaker": "user", "older": "I'm 34 years old and I want to start running.",
+                       "newer": "I'm 52 years old, so is that still fine for me?", "kind": "age"}]}
+
+
+def test_a_written_contradiction_the_rules_read_is_caught_and_not_counted_false():
+    result = run_chats([AGE])
+    assert result["contradictions"] == 1 and result["contradictions_caught"] == 1
+    assert result["recall"] == 1.0
+    assert result["false_records"] == 0 and result["false"] == []
+
+
+def test_the_same_clash_unwritten_is_a_false_record():
+    result = run_chats([{**AGE, "id": "c-age-unwritten", "contradictions": []}])
+    assert result["contradictions"] == 0 and result["recall"] is None
+    assert result["false_records"] == result["false_records_in_consistent_chats"] == 1
+    assert result["chats_with_a_false_record"] == 1
+    assert result["false"][0]["withheld"].startswith("I'm 34 years old")
+
+
+def test_the_command_reads_several_files(tmp_path: Path):
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    one.write_text(json.dumps(AGE) + "\n")
+    two.write_text(json.dumps({**AGE, "id": "c-2", "system": "You are a running coach."}) + "\n")
+    assert [c["id"] for c in read_chats([one, two])] == ["c-age", "c-2"]
+    assert chat_messages(read_chats([two])[0])[0]["role"] == "system"
+    out = tmp_path / "result.json"
+    run = CliRunner().invoke(app, ["bench", "chats", "--data", str(one), "--data", str(two),
+                                   "--json", str(out)])
+    assert run.exit_code == 0, run.output
+    assert json.loads(out.read_text())["contradictions_caught"] == 2
