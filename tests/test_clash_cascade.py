@@ -181,9 +181,10 @@ def test_nli_scores_each_distinct_pair_once_and_no_word_for_word_repeat():
 
 
 def test_chit_chat_must_read_as_a_contradiction_both_ways():
-    """The small model calls chit-chat that shares a word a contradiction one way ("Thanks,
-    Mel!" then "No worries, Mel!": 0.88 with the shipped model, at a threshold of 0.85 here) but
-    not the other (0.05). A pair with no typed fact on either side is read again swapped and
+    """The small model calls chit-chat that shares a word a contradiction one way ("That
+    sounds amazing!" then "That sounds awful!": 0.93 with the shipped model, at a threshold of
+    0.85 here; the model before Stop 66 did so for "Thanks, Mel!" / "No worries, Mel!") but
+    not the other (0.55). A pair with no typed fact on either side is read again swapped and
     keeps the lower score; a pair about facts keeps its one reading; only pairs confident enough
     to decide are read again (the real shipped model, its calls recorded); with nli_both_ways
     off the forward score decides alone."""
@@ -198,17 +199,17 @@ def test_chit_chat_must_read_as_a_contradiction_both_ways():
             asked.append(list(pairs))
             return model.contradiction(pairs, batch_size=batch_size)
 
-    statements = _statements([(0, "user", "Thanks, Mel!"), (1, "user", "No worries, Mel!"),
+    statements = _statements([(0, "user", "That sounds amazing!"), (1, "user", "That sounds awful!"),
                               (2, "user", "I live in Paris."), (3, "user", "I live in Berlin."),
                               (4, "user", "I love dogs."), (5, "user", "My dog is called Rex.")])
-    assert extract_facts("I live in Berlin.") and not extract_facts("No worries, Mel!")
+    assert extract_facts("I live in Berlin.") and not extract_facts("That sounds awful!")
     scored = {(c.older, c.newer): c.probability
               for c in nli_candidates(statements, [1, 3, 5], Recording(), settings)}
     forward = dict(zip(asked[0], model.contradiction(asked[0])))
     threshold = settings.contradiction_threshold
-    assert forward[("Thanks, Mel!", "No worries, Mel!")] >= threshold
+    assert forward[("That sounds amazing!", "That sounds awful!")] >= threshold
     assert forward[("I live in Paris.", "I live in Berlin.")] >= threshold
-    assert asked[1] == [("No worries, Mel!", "Thanks, Mel!")]  # facts and low scores: once
+    assert asked[1] == [("That sounds awful!", "That sounds amazing!")]  # facts and low scores: once
     assert scored[(0, 1)] < threshold  # the lower reading
     assert scored[(2, 3)] == forward[("I live in Paris.", "I live in Berlin.")]
     assert [(c.older, c.newer) for c in settle([], [Candidate(a, b, p) for (a, b), p in scored.items()],
