@@ -3,13 +3,13 @@
 A general assistant (no tool; a role prompt or none) gives advice: steps of one procedure,
 options, caveats, numbers for different things ("simmer it for 4 hours" / "it keeps 4 days").
 The clash cascade sends the NLI model the pairs its rules left, and the small model read such
-pairs as contradicting (15 clash records on 68 written general-assistant chats, none a
+pairs as contradicting (15 clash records on 64 written general-assistant chats, none a
 contradiction: "Keep your eyes on the pool floor" / "Then kick with a float, face down"). This
 module builds exactly those pairs, with the cascade's own candidate step, from chats written for
 agentmem (``agentmem/train/data/general_chats_written.jsonl``, DATA.md) as "consistent" rows in
 the format of ``chat_clash_pairs_written.jsonl``; each chat's written self-contradictions (about
-one chat in three has one: "The whole recipe is gluten-free" ... "Warm the wheat flour
-tortillas") are its "contradiction" rows, so the model also learns what a general assistant's
+one chat in three has one: "Pothos is toxic to cats" ... "a golden pothos would be a great
+trailing option that's safe for your cats") are its "contradiction" rows, so the model also learns what a general assistant's
 real slip looks like:
 
     python -m agentmem.train.chat_pairs CHATS.jsonl [CHATS.jsonl ...] --out OUT.jsonl
@@ -49,7 +49,7 @@ async def _pairs(chats: list[dict[str, Any]]) -> list[dict[str, str]]:
         rest = undecided(statements, rows, all_rule_clashes(statements, rows))
         for older, newer in candidate_pairs(statements, rest, settings):
             a, b = statements.texts[older], statements.texts[newer]
-            if b.strip() in slips or any(b.strip() in slip or slip in b for slip in slips):
+            if any(b.strip() in slip or slip in b for slip in slips):
                 continue
             out.setdefault((a, b), {"older": a, "newer": b, "label": "consistent",
                                     "kind": "general_chat", "chat": chat["id"]})

@@ -184,6 +184,7 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
                            written=str(written) if written else None, written_repeat=written_repeat,
                            dialogue_pairs=str(dialogue_pairs) if dialogue_pairs else None,
                            dialogue_max=dialogue_max,
+                           # named only when given: a run saved before --chat-pairs existed resumes
                            **({"chat_pairs": str(chat_pairs), "chat_max": chat_max} if chat_pairs else {}),
                            base=base if init is None else None)
     first_step, earlier_time = 0, 0.0
