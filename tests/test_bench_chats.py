@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from agentmem.bench.chats import chat_messages, read_chats, run_chats
+from agentmem.bench.chats import chat_messages, locomo_chats, read_chats, run_chats
 from agentmem.cli import app
 
 AGE = {"id": "c-age", "system": None, "messages": [
@@ -48,3 +48,24 @@ def test_the_command_reads_several_files(tmp_path: Path):
                                    "--json", str(out)])
     assert run.exit_code == 0, run.output
     assert json.loads(out.read_text())["contradictions_caught"] == 2
+
+
+def test_a_locomo_conversation_reads_as_one_chat(tmp_path: Path):
+    """The first speaker is the user, the second the assistant; one speaker's consecutive
+    turns are one message, the chat opens on the user, and it is cut at ``turns`` messages."""
+    conversation = {"speaker_a": "Ann", "speaker_b": "Bo",
+                    "session_1": [{"speaker": "Bo", "dia_id": "D1:1", "text": "Hey!"},
+                                  {"speaker": "Ann", "dia_id": "D1:2", "text": "Hi Bo."},
+                                  {"speaker": "Ann", "dia_id": "D1:3", "text": "I moved to Oslo."},
+                                  {"speaker": "Bo", "dia_id": "D1:4", "text": "Nice!"}],
+                    "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Oslo is cold."},
+                                  {"speaker": "Bo", "dia_id": "D2:2", "text": "Wrap up."}]}
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([{"conversation": conversation, "qa": []}]))
+    [chat] = locomo_chats(path, [0], turns=3)
+    assert chat["id"] == "locomo-0" and chat["contradictions"] == []
+    assert chat["messages"] == [{"role": "user", "content": "Hi Bo. I moved to Oslo."},
+                                {"role": "assistant", "content": "Nice!"},
+                                {"role": "user", "content": "Oslo is cold."}]
+    result = run_chats([chat])
+    assert result["n"] == 1 and result["false_records"] == 0

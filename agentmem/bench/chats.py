@@ -40,6 +40,31 @@ def chat_messages(chat: dict[str, Any]) -> list[dict[str, str]]:
     return system + [{"role": m["role"], "content": m["content"]} for m in chat["messages"]]
 
 
+def locomo_chats(path: Path, conversations: list[int], turns: int = 300) -> list[dict[str, Any]]:
+    """LoCoMo conversations (the history bench's file) as chats: the first speaker as the user,
+    the second as the assistant, consecutive turns of one speaker joined, the first ``turns``
+    messages from the first user turn; no contradiction written (LoCoMo's are not marked), so
+    every clash record is counted as false. Long chit-chat between friends: what the clash
+    check withholds from a companion app's chats (README, Benchmarks, Stop 66)."""
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    chats = []
+    for index in conversations:
+        conversation = samples[index]["conversation"]
+        messages: list[dict[str, str]] = []
+        session = 1
+        while f"session_{session}" in conversation:
+            for turn in conversation[f"session_{session}"]:
+                role = "user" if turn["speaker"] == conversation["speaker_a"] else "assistant"
+                if messages and messages[-1]["role"] == role:
+                    messages[-1]["content"] += " " + turn["text"]
+                elif messages or role == "user":
+                    messages.append({"role": role, "content": turn["text"]})
+            session += 1
+        chats.append({"id": f"locomo-{index}", "system": None, "messages": messages[:turns],
+                      "contradictions": []})
+    return chats
+
+
 def _same(sentence: str, written: str) -> bool:
     """A record's sentence is a written one: one holds the other (the engine's sentence split
     and the writer's may differ at a colon or a quote)."""
@@ -69,8 +94,9 @@ async def _run(chats: list[dict[str, Any]], policy: str) -> dict[str, Any]:
             for turn in [i for i, m in enumerate(messages) if m["role"] == "user"]:
                 await hygiene.apply(messages[: turn + 1], session_id=session)
                 await hygiene.drain()
-            await hygiene.apply([*messages, CLOSING], session_id=session)
-            await hygiene.drain()
+            if messages[-1]["role"] == "assistant":  # its last reply is checked on the next call
+                await hygiene.apply([*messages, CLOSING], session_id=session)
+                await hygiene.drain()
             records = [r for r in await QuarantineStore(hygiene.store()).all(
                 SessionHandle(hygiene.tenant, session)) if r.kind == "clash"]
             contradictions = chat.get("contradictions") or []

@@ -112,18 +112,27 @@ def tools(data: Path = typer.Option(..., exists=True, dir_okay=False, help="Benc
 
 
 @bench_app.command("chats")
-def chats(data: list[Path] = typer.Option(..., exists=True, dir_okay=False, help="Chat file "
+def chats(data: list[Path] = typer.Option([], exists=True, dir_okay=False, help="Chat file "
                                           "(JSONL: system, messages, contradictions); repeatable."),
+          locomo: Path | None = typer.Option(None, exists=True, dir_okay=False, help="A LoCoMo "
+                                             "file (the history bench's) read as chats instead."),
+          conversations: str = typer.Option("0,1", help="The LoCoMo conversations (--locomo)."),
+          turns: int = typer.Option(300, min=2, help="Messages of each LoCoMo conversation."),
           policy: str = typer.Option("default", help="Policy preset or YAML path."),
           json_out: Path | None = typer.Option(None, "--json", help="Write the result here.")):
     """Replay chats with a general assistant through the policy: the written self-contradictions
     its clash records catch, and the false records it makes (sentences of ordinary chats
     withheld); agentmem/bench/chats.py."""
-    from agentmem.bench.chats import read_chats, run_chats
+    from agentmem.bench.chats import locomo_chats, read_chats, run_chats
 
     try:
-        records = read_chats(data)
-    except (ValueError, KeyError) as error:
+        if locomo is not None:
+            records = locomo_chats(locomo, [int(c) for c in conversations.split(",")], turns)
+        elif data:
+            records = read_chats(data)
+        else:
+            raise ValueError("give --data FILE (repeatable) or --locomo FILE")
+    except (ValueError, KeyError, IndexError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     emit("bench chats", run_chats(records, policy=policy), json_out)
