@@ -69,3 +69,11 @@ def test_a_locomo_conversation_reads_as_one_chat(tmp_path: Path):
                                 {"role": "user", "content": "Oslo is cold."}]
     result = run_chats([chat])
     assert result["n"] == 1 and result["false_records"] == 0
+
+
+def test_a_malformed_chat_file_is_refused_with_its_line(tmp_path: Path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(AGE) + "\n" + json.dumps({"id": "c-3"}) + "\n")
+    run = CliRunner().invoke(app, ["bench", "chats", "--data", str(bad)])
+    assert run.exit_code == 2
+    assert f"{bad}:2: not a valid ChatRecord" in run.output

@@ -15,11 +15,11 @@ general_chats_check.jsonl`, README: Benchmarks, Stop 66).
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from pathlib import Path
 from typing import Any
 
+from agentmem.bench.formats import ChatRecord, read_jsonl, read_locomo
 from agentmem.bench.scratch import scratch_hygiene
 
 BENCH_POLICY = "default"
@@ -27,11 +27,9 @@ CLOSING = {"role": "user", "content": "Thanks!"}  # the call that stores and che
 
 
 def read_chats(paths: list[Path]) -> list[dict[str, Any]]:
-    chats = []
-    for path in paths:
-        chats += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-                  if line.strip()]
-    return chats
+    """Every chat of the files, validated (``ChatRecord``: a bad line is a ``BenchDataError``
+    naming its file and line), as plain dicts."""
+    return [record.model_dump() for path in paths for record in read_jsonl(path, ChatRecord)]
 
 
 def chat_messages(chat: dict[str, Any]) -> list[dict[str, str]]:
@@ -46,10 +44,10 @@ def locomo_chats(path: Path, conversations: list[int], turns: int = 300) -> list
     messages from the first user turn; no contradiction written (LoCoMo's are not marked), so
     every clash record is counted as false. Long chit-chat between friends: what the clash
     check withholds from a companion app's chats (README, Benchmarks, Stop 66)."""
-    samples = json.loads(path.read_text(encoding="utf-8"))
+    samples = read_locomo(path)
     chats = []
     for index in conversations:
-        conversation = samples[index]["conversation"]
+        conversation = samples[index].conversation
         messages: list[dict[str, str]] = []
         session = 1
         while f"session_{session}" in conversation:

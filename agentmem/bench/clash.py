@@ -66,6 +66,18 @@ class DialogueReader:
         corpus = await context.corpus(len(history))
         return statements_of(corpus, history, len(history), self.settings.untrusted_tools)
 
+    async def nli_pairs(self, history: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        """The (older, newer) sentence pairs the cascade would send the NLI model for this
+        dialogue: every statement's candidates after the rules and their guards. The training
+        pair builders (``agentmem.train.sgd_pairs``, ``agentmem.train.chat_pairs``) read them."""
+        from agentmem.quarantine.clash import all_rule_clashes, candidate_pairs, undecided
+
+        statements = await self.statements(history)
+        rows = list(range(statements.size))
+        rest = undecided(statements, rows, all_rule_clashes(statements, rows))
+        return [(statements.texts[older], statements.texts[newer])
+                for older, newer in candidate_pairs(statements, rest, self.settings)]
+
 
 async def _outcomes(records: list[Any], settings: Any) -> list[Outcome]:
     from agentmem.quarantine.clash import (

@@ -67,6 +67,22 @@ class PoisonRecord(_Record):
     claims: list[PoisonClaim]
 
 
+class ChatContradiction(_Record):
+    speaker: str
+    older: str
+    newer: str
+    kind: str | None = None
+
+
+class ChatRecord(_Record):
+    """A whole chat for ``agentmem bench chats`` (``agentmem/bench/chats.py``)."""
+
+    id: str
+    system: str | None = None
+    messages: list[dict[str, Any]]
+    contradictions: list[ChatContradiction] = []
+
+
 class LocomoTurn(_Record):
     speaker: str
     dia_id: str

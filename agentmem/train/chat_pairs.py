@@ -32,7 +32,6 @@ async def _pairs(chats: list[dict[str, Any]]) -> list[dict[str, str]]:
     from agentmem.bench.chats import chat_messages
     from agentmem.bench.clash import DialogueReader
     from agentmem.policy import load_policy
-    from agentmem.quarantine.clash import all_rule_clashes, candidate_pairs, undecided
 
     settings = load_policy("default").quarantine
     reader = DialogueReader(settings)
@@ -44,11 +43,7 @@ async def _pairs(chats: list[dict[str, Any]]) -> list[dict[str, str]]:
                 "older": clash["older"], "newer": clash["newer"], "label": "contradiction",
                 "kind": f"general_{clash.get('kind') or 'chat'}", "chat": chat["id"]}
         slips = {clash["newer"].strip() for clash in written}
-        statements = await reader.statements(chat_messages(chat))
-        rows = list(range(statements.size))
-        rest = undecided(statements, rows, all_rule_clashes(statements, rows))
-        for older, newer in candidate_pairs(statements, rest, settings):
-            a, b = statements.texts[older], statements.texts[newer]
+        for a, b in await reader.nli_pairs(chat_messages(chat)):
             if any(b.strip() in slip or slip in b for slip in slips):
                 continue
             out.setdefault((a, b), {"older": a, "newer": b, "label": "consistent",

@@ -29,7 +29,6 @@ TRAIN_FILES = ("044", "051", "059", "067")
 async def _pairs(dialogues: list[dict[str, Any]], questions: bool = False) -> list[tuple[str, str]]:
     from agentmem.bench.clash import DialogueReader
     from agentmem.policy import load_policy
-    from agentmem.quarantine.clash import all_rule_clashes, candidate_pairs, undecided
 
     # the candidate step as it was when the shipped model's pairs were built (stop 52): questions
     # became candidates at stop 53, so they are asked for (--questions) rather than implied
@@ -37,13 +36,10 @@ async def _pairs(dialogues: list[dict[str, Any]], questions: bool = False) -> li
     reader = DialogueReader(settings)
     out: dict[tuple[str, str], None] = {}
     for dialogue in dialogues:
-        statements = await reader.statements([
-            {"role": "user" if turn["speaker"] == "USER" else "assistant", "content": turn["utterance"]}
-            for turn in dialogue["turns"]])
-        rows = list(range(statements.size))
-        rest = undecided(statements, rows, all_rule_clashes(statements, rows))
-        for older, newer in candidate_pairs(statements, rest, settings):
-            out[(statements.texts[older], statements.texts[newer])] = None
+        for pair in await reader.nli_pairs([
+                {"role": "user" if turn["speaker"] == "USER" else "assistant", "content": turn["utterance"]}
+                for turn in dialogue["turns"]]):
+            out[pair] = None
     return list(out)
 
 
