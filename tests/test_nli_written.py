@@ -26,6 +26,28 @@ def test_the_shipped_file_is_balanced_and_distinct():
     assert len({(r["older"], r["newer"]) for r in rows}) == len(rows)
 
 
+STOP67_PAIRS = WRITTEN_PAIRS.with_name("chat_clash_pairs_written_stop67.jsonl")
+BENCH_DATA = Path(__file__).parents[1] / "agentmem" / "bench" / "data"
+
+
+def test_the_stop67_pairs_are_balanced_new_and_not_benchmark_text():
+    rows = [json.loads(line) for line in STOP67_PAIRS.read_text().splitlines()]
+    labels = Counter(r["label"] for r in rows)
+    assert set(labels) == {"contradiction", "consistent"} and len(rows) >= 2000
+    assert abs(labels["contradiction"] - labels["consistent"]) <= 0.05 * len(rows)
+    pairs = {(r["older"], r["newer"]) for r in rows}
+    assert len(pairs) == len(rows)
+    earlier = {(r["older"], r["newer"]) for r in map(json.loads, WRITTEN_PAIRS.read_text().splitlines())}
+    assert not pairs & earlier
+    # no line is a whole turn of a clash benchmark file, held out or not (DATA.md, Stop 67)
+    bench = BENCH_DATA.joinpath
+    texts = {t["text"] for f in ("chat_clash_agentmem_dev.jsonl", "chat_clash_agentmem_dev2.jsonl",
+                                 "chat_clash_agentmem_test.jsonl", "chat_clash_agentmem_test2.jsonl")
+             for r in map(json.loads, bench(f).read_text().splitlines()) for t in r["turns"]}
+    written = {s for r in rows for s in (r["older"], r["newer"])}
+    assert len(texts) > 1000 and not written & texts
+
+
 def test_the_held_out_share_is_fixed_and_never_trained():
     train, held = read_pairs(WRITTEN_PAIRS), read_pairs(WRITTEN_PAIRS, held_out=True)
     pairs = lambda examples: {(e.premise, e.hypothesis) for e in examples}  # noqa: E731
