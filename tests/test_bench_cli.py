@@ -60,6 +60,33 @@ def test_bench_kinds_read_their_formats(tmp_path):
     assert result["n"] == 1 and result["path"] == "rules+nli" and "not run" in result["judge"]["status"]
 
 
+def test_the_clash_bench_says_where_each_miss_was_lost(tmp_path):
+    """A written contradiction the rules catch is said by "rule"; one whose turn the cascade
+    never pairs with the newest (no shared word, nothing claimed) is a miss that was never a
+    candidate; the consistent record is said by nobody. Through the real cascade and model."""
+    def record(rid, turns, label, contradicting=None):
+        return json.dumps({"id": rid, "label": label, "contradicting_turns": contradicting,
+                           "turns": [{"speaker": s, "text": x} for s, x in turns]}) + "\n"
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text(
+        record("rule", [("user", "I have two cats."), ("assistant", "Lovely!"),
+                        ("user", "I have three cats.")], True, [0])
+        + record("unpaired", [("user", "I live in Oslo."), ("assistant", "Nice city."),
+                              ("user", "What is a good pancake recipe?")], True, [0])
+        + record("fine", [("user", "I live in Oslo."), ("assistant", "Nice city."),
+                          ("user", "Oslo gets dark early in winter.")], False))
+    out = tmp_path / "clash.json"
+    run = _agentmem("bench", "clash", "--data", str(clash), "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    rows = {r["id"]: r for r in result["records"]}
+    assert rows["rule"]["said"] and rows["rule"]["by"] == "rule" and rows["rule"]["turn"] == 0
+    assert not rows["unpaired"]["said"] and rows["unpaired"]["gold_nli"] is None
+    assert not rows["fine"]["said"] and rows["fine"]["by"] is None
+    assert result["misses"] == {"candidate_scored_low": 0, "not_a_candidate": 1, "unlocated": 0}
+    assert "3 rows (in the JSON)" in run.stdout  # the table counts them, the JSON holds them
+
+
 def test_bench_plot_writes_a_png(tmp_path):
     files = []
     for i, (fraction, recall) in enumerate([(0.05, 0.3), (0.2, 0.7)]):

@@ -4,7 +4,11 @@ Runs the same cascade as the quarantine stage (rules, then the NLI backstop on s
 candidates) on each dialogue's last turn. Speakers map to sources one to one (``user``,
 ``assistant``, ``tool:NAME``, or a name), so a clash is only ever looked for between turns
 of the same speaker. The NLI threshold is swept so the operating point is visible; the rule
-layer's share and recall per clash kind (when records carry a ``kind``) are reported.
+layer's share and recall per clash kind (when records carry a ``kind``) are reported, and
+where each missed contradiction was lost (``misses``; per record in ``records``): a written
+contradiction the rules miss is either a candidate pair the NLI model scored low, or never a
+candidate (the cascade's step 2 did not pair its turn), which call for different fixes (data
+for the model, or the candidate step).
 """
 
 from __future__ import annotations
@@ -25,11 +29,22 @@ class Outcome:
     rule_turn: int | None
     nli: float  # the best NLI probability among candidates the rules left
     nli_turn: int | None
+    # the best NLI probability of a candidate pairing a contradicting turn; None when no
+    # candidate pairs one (or the record names none)
+    gold_nli: float | None = None
 
     def predicted(self, threshold: float) -> tuple[bool, int | None]:
         if self.rule:
             return True, self.rule_turn
         return self.nli >= threshold, self.nli_turn
+
+    def row(self, record: Any, threshold: float) -> dict[str, Any]:
+        """This record's outcome for the JSON report: what was said, and by which layer."""
+        said, turn = self.predicted(threshold)
+        return {"id": record.id, "label": record.label, "kind": getattr(record, "kind", None),
+                "said": said, "by": ("rule" if self.rule else "nli") if said else None,
+                "turn": turn, "nli": round(self.nli, 4),
+                "gold_nli": None if self.gold_nli is None else round(self.gold_nli, 4)}
 
 
 def _role(speaker: str, first: str) -> str:
@@ -105,9 +120,29 @@ async def _outcomes(records: list[Any], settings: Any) -> list[Outcome]:
         rest = [r for r in new_rows if r not in {c.newer for c in rules}]
         scored = nli_candidates(statements, rest, nli, settings) if rest else []
         best = max(scored, key=lambda c: c.probability, default=None)
+        gold = set(record.contradicting_turns or ())
+        gold_nli = max((c.probability for c in scored if int(statements.position[c.older]) in gold),
+                       default=None)
         out.append(Outcome(bool(rules), rule_turn, best.probability if best else 0.0,
-                           int(statements.position[best.older]) if best else None))
+                           int(statements.position[best.older]) if best else None, gold_nli))
     return out
+
+
+def _misses(records: list[Any], outcomes: list[Outcome], threshold: float) -> dict[str, int]:
+    """Where the written contradictions the cascade did not catch were lost: a candidate pair
+    with a contradicting turn that NLI scored under the threshold, no candidate pairing one,
+    or a record that names no contradicting turn (so it cannot tell)."""
+    misses = {"candidate_scored_low": 0, "not_a_candidate": 0, "unlocated": 0}
+    for record, outcome in zip(records, outcomes):
+        if not record.label or outcome.predicted(threshold)[0]:
+            continue
+        if not record.contradicting_turns:
+            misses["unlocated"] += 1
+        elif outcome.gold_nli is None:
+            misses["not_a_candidate"] += 1
+        else:
+            misses["candidate_scored_low"] += 1
+    return misses
 
 
 def _metrics(records: list[Any], outcomes: list[Outcome], threshold: float) -> dict[str, float | None]:
@@ -163,7 +198,9 @@ def run_clash(records: list[Any], *, policy: str | None = None) -> dict[str, Any
     kinds = _by_kind(records, outcomes, threshold)
     if kinds:
         result["by_kind"] = kinds
+    result["misses"] = _misses(records, outcomes, threshold)
     result["judge"] = ({"status": f"configured ({settings.judge_model}); it runs after the reply "
                                   "in the proxy, not in this offline bench"} if settings.judge_model
                        else {"status": "not run: the policy sets no judge_model"})
+    result["records"] = [o.row(r, threshold) for r, o in zip(records, outcomes)]
     return result

@@ -33,8 +33,12 @@ def emit(title: str, result: dict[str, Any], json_out: Path | None) -> None:
 
 
 def _flatten(data: dict[str, Any], prefix: str = ""):
+    """Table rows: nested keys dotted; a list of records (per-record detail, hundreds of them
+    for some files) as its count, since it is read in the JSON, not on a terminal."""
     for key, value in data.items():
         if isinstance(value, dict):
             yield from _flatten(value, f"{prefix}{key}.")
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            yield f"{prefix}{key}", f"{len(value)} rows (in the JSON)"
         else:
             yield f"{prefix}{key}", value
