@@ -40,10 +40,8 @@ def test_the_stop67_pairs_are_balanced_new_and_not_benchmark_text():
     earlier = {(r["older"], r["newer"]) for r in map(json.loads, WRITTEN_PAIRS.read_text().splitlines())}
     assert not pairs & earlier
     # no line is a whole turn of a clash benchmark file, held out or not (DATA.md, Stop 67)
-    bench = BENCH_DATA.joinpath
-    texts = {t["text"] for f in ("chat_clash_agentmem_dev.jsonl", "chat_clash_agentmem_dev2.jsonl",
-                                 "chat_clash_agentmem_test.jsonl", "chat_clash_agentmem_test2.jsonl")
-             for r in map(json.loads, bench(f).read_text().splitlines()) for t in r["turns"]}
+    texts = {turn["text"] for path in BENCH_DATA.glob("chat_clash_agentmem_*.jsonl")
+             for r in map(json.loads, path.read_text().splitlines()) for turn in r["turns"]}
     written = {s for r in rows for s in (r["older"], r["newer"])}
     assert len(texts) > 1000 and not written & texts
 
