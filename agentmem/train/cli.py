@@ -175,9 +175,12 @@ def average_nli(first: Path = typer.Argument(..., exists=True, file_okay=False,
     card["averaged"] = average_checkpoints(first, second, out, weight)
     card["averaged"]["command"] = command.strip()
     model = NLIModel.load(str(out), max_length=card["max_length"])
-    written = Path(card["written"]) if card.get("written") else None
+    written = card.get("written")  # a path, or a list of them (several --written files)
+    written_paths = [Path(w) for w in ([written] if isinstance(written, str) else written)] \
+        if written else None
+    small_talk = Path(card["small_talk"]) if card.get("small_talk") else None
     card["metrics"] = held_out_metrics(model, data, synthetic=1000 if card.get("synthetic") else 0,
-                                       written=written)
+                                       written=written_paths, small_talk=small_talk)
     (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")
     averaged = card["averaged"]
     text = (f"- Averaged weights (a model soup): `{command.strip()}` wrote {1 - weight:g} x the "
@@ -205,9 +208,10 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                                       "nli_synth: half contradictions, half hard negatives)."),
         init: Optional[str] = typer.Option(None, help="Warm-start from this NLI checkpoint folder "
                                            "(e.g. the shipped one) instead of a new head on --base."),
-        written: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Written "
-                                               "chat pairs (agentmem/train/data/chat_clash_pairs_"
-                                               "written.jsonl); 10% by hash are held out."),
+        written: Optional[list[Path]] = typer.Option(None, exists=True, dir_okay=False, help="Written "
+                                                     "chat pairs (agentmem/train/data/chat_clash_"
+                                                     "pairs_written*.jsonl; repeatable: read as one "
+                                                     "file); 10% by hash are held out."),
         written_repeat: int = typer.Option(1, min=1, help="Times the written pairs are trained."),
         dialogue_pairs: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Consistent "
                                                       "same-speaker pairs of task dialogues (python -m "
@@ -218,6 +222,11 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                                                   "agentmem.train.chat_pairs); 10% by hash held out."),
         chat_max: Optional[int] = typer.Option(None, help="Cap on --chat-pairs' consistent pairs "
                                                "(random sample; every contradiction is kept)."),
+        small_talk: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="Written "
+                                                  "small-talk pairs (agentmem/train/data/chat_clash_"
+                                                  "pairs_small_talk.jsonl); 10% by hash held out."),
+        small_talk_repeat: int = typer.Option(1, min=1, help="Times the small-talk pairs are "
+                                              "trained (each with its swapped copy)."),
         work: Optional[Path] = WORK_OPTION,
         save_every: int = typer.Option(200, help="Steps between saves of the training state."),
         resume: bool = RESUME_OPTION,
@@ -238,9 +247,10 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                      max_length=max_length, seed=seed, swap_fraction=swap_fraction,
                      dnli_max=dnli_max, threads=threads, limit=limit, synthetic=synthetic,
                      init=init, work=work, save_every=save_every, resume=resume,
-                     written=written, written_repeat=written_repeat,
+                     written=written or None, written_repeat=written_repeat,
                      dialogue_pairs=dialogue_pairs, dialogue_max=dialogue_max,
                      chat_pairs=chat_pairs, chat_max=chat_max,
+                     small_talk=small_talk, small_talk_repeat=small_talk_repeat,
                      log=lambda line: typer.echo(line))
     card["command"] = command.strip()
     (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")

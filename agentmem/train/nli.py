@@ -15,6 +15,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
@@ -106,17 +107,27 @@ def evaluate_binary(model: NLIModel, examples: list[Example]) -> dict[str, float
 
 
 def held_out_metrics(model: NLIModel, data_dir: Path, *, synthetic: int = 0,
-                     written: Path | None = None, chat_pairs: Path | None = None,
+                     written: Path | Sequence[Path] | None = None,
+                     chat_pairs: Path | None = None,
+                     small_talk: Path | None = None,
                      log: Callable[[str], Any] = lambda line: None) -> dict[str, dict[str, float]]:
     """The model's metrics on every held-out set (``held_out_sets``): 3-way sets by label,
     binary ones (contradiction or not) by ``evaluate_binary``."""
     metrics = {}
     for name, rows in held_out_sets(data_dir, synthetic=synthetic, written=written,
-                                    chat_pairs=chat_pairs).items():
+                                    chat_pairs=chat_pairs, small_talk=small_talk).items():
         binary = any(e.label is None for e in rows)
         metrics[name] = evaluate_binary(model, rows) if binary else evaluate(model, rows)
         log(f"{name}: {metrics[name]}")
     return metrics
+
+
+def _names(paths: Path | Sequence[Path] | None) -> str | list[str] | None:
+    """How a run records its pair files: one as its path (as every earlier card does), several
+    as a list of paths."""
+    if paths is None or isinstance(paths, Path):
+        return None if paths is None else str(paths)
+    return str(paths[0]) if len(paths) == 1 else [str(path) for path in paths]
 
 
 def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int = 2,
@@ -125,9 +136,10 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
               threads: int | None = None, limit: int | None = None, synthetic: int = 0,
               init: str | None = None, work: Path | None = None, save_every: int = 200,
               resume: bool = False, held_out_synthetic: int | None = None,
-              written: Path | None = None, written_repeat: int = 1,
+              written: Path | Sequence[Path] | None = None, written_repeat: int = 1,
               dialogue_pairs: Path | None = None, dialogue_max: int | None = None,
               chat_pairs: Path | None = None, chat_max: int | None = None,
+              small_talk: Path | None = None, small_talk_repeat: int = 1,
               log: Callable[[str], Any] = print) -> dict[str, Any]:
     """Train, save fp16 safetensors + tokenizer to ``out``, evaluate the saved copy; the card dict.
 
@@ -166,7 +178,8 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
                                   dnli_max=dnli_max, limit=limit, synthetic=synthetic,
                                   written=written, written_repeat=written_repeat,
                                   dialogue_pairs=dialogue_pairs, dialogue_max=dialogue_max,
-                                  chat_pairs=chat_pairs, chat_max=chat_max)
+                                  chat_pairs=chat_pairs, chat_max=chat_max,
+                                  small_talk=small_talk, small_talk_repeat=small_talk_repeat)
     encoded = _encode(tokenizer, examples, max_length)
     log(f"{len(encoded)} training pairs, device {device}, torch threads {torch.get_num_threads()}")
 
@@ -181,11 +194,13 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     run_signature = signature(examples=len(encoded), data_sha256=digest, epochs=epochs, batch_size=batch_size, lr=lr,
                            max_length=max_length, seed=seed, swap_fraction=swap_fraction,
                            dnli_max=dnli_max, limit=limit, synthetic=synthetic, init=init,
-                           written=str(written) if written else None, written_repeat=written_repeat,
+                           written=_names(written), written_repeat=written_repeat,
                            dialogue_pairs=str(dialogue_pairs) if dialogue_pairs else None,
                            dialogue_max=dialogue_max,
                            # named only when given: a run saved before --chat-pairs existed resumes
                            **({"chat_pairs": str(chat_pairs), "chat_max": chat_max} if chat_pairs else {}),
+                           **({"small_talk": str(small_talk), "small_talk_repeat": small_talk_repeat}
+                              if small_talk else {}),
                            base=base if init is None else None)
     first_step, earlier_time = 0, 0.0
     state_file = work / "state.pt" if work is not None else None
@@ -213,14 +228,16 @@ def train_nli(out: Path, *, data_dir: Path, base: str | None = None, epochs: int
     if held_out_synthetic is None:
         held_out_synthetic = 1000 if synthetic else 0
     metrics = held_out_metrics(shipped, data_dir, synthetic=held_out_synthetic, written=written,
-                               chat_pairs=chat_pairs, log=log)
+                               chat_pairs=chat_pairs, small_talk=small_talk, log=log)
     card = {"base": BASE_NAME, "init": init, "examples": len(encoded), "counts": describe(examples),
             "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length,
             "swap_fraction": swap_fraction, "dnli_max": dnli_max, "synthetic": synthetic,
-            "written": str(written) if written else None, "written_repeat": written_repeat,
+            "written": _names(written), "written_repeat": written_repeat,
             "dialogue_pairs": str(dialogue_pairs) if dialogue_pairs else None,
             "dialogue_max": dialogue_max,
             "chat_pairs": str(chat_pairs) if chat_pairs else None, "chat_max": chat_max,
+            "small_talk": str(small_talk) if small_talk else None,
+            "small_talk_repeat": small_talk_repeat,
             "seed": seed, "device": device, "torch_threads": torch.get_num_threads(),
             "steps": steps, "resumed_at_step": first_step or None,
             "train_time_s": round(train_time, 1),

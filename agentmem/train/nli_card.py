@@ -40,6 +40,11 @@ _SYNTHETIC = {
                     "different things as consistent, each chat's written self-contradiction as "
                     "contradiction; 10% held out by hash",
     "general_chat-swap": "their swapped copies",
+    "small_talk": "Small-talk pairs written for agentmem (`agentmem/train/data/chat_clash_pairs_"
+                  "small_talk.jsonl`, DATA.md; Apache-2.0 like the package): a speaker's own "
+                  "facts, likes, abilities and life contradicted, mostly by presupposition, and "
+                  "same-topic consistent pairs; 10% held out by hash",
+    "small_talk-swap": "their swapped copies",
     "synth-perturbed": "Perturbed shippable sentences (`nli_synth.py`): DNLI `data.csv` hypotheses "
                        "(MIT) and SNLI dev `sentence2` (CC BY-SA 4.0) with an auxiliary negated "
                        "(contradiction) or the flipped sentence attributed to someone else, the "
@@ -58,7 +63,8 @@ def _data_lines(counts: dict[str, dict[str, int]]) -> str:
     fmt = lambda c: ", ".join(f"{k} {v}" for k, v in c.items()) or "none"  # noqa: E731
     for source, text in _SYNTHETIC.items():
         if counts.get(source):
-            suffix = "" if source.startswith(("written", "general_chat")) else "; not swapped"
+            suffix = "" if source.startswith(("written", "general_chat", "small_talk")) \
+                else "; not swapped"
             lines.append(f"  - {text}: {sum(counts[source].values())} pairs "
                          f"({fmt(counts[source])}){suffix}")
     return "\n".join(lines)

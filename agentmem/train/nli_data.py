@@ -16,6 +16,7 @@ import hashlib
 import json
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -92,7 +93,7 @@ def read_anli(path: Path) -> list[Example]:
             for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
 
 
-def read_pairs(path: Path, *, held_out: bool = False, kinds: frozenset[str] | None = None,
+def read_pairs(path: Path | Sequence[Path], *, held_out: bool = False, kinds: frozenset[str] | None = None,
                  source: str = "written") -> list[Example]:
     """A pair file: one speaker's earlier and newer sentence, "contradiction" or "consistent",
     with a kind; the written chat pairs (``chat_clash_pairs_written.jsonl``, DATA.md) or the
@@ -103,10 +104,11 @@ def read_pairs(path: Path, *, held_out: bool = False, kinds: frozenset[str] | No
     which the template pairs of ``nli_synth`` do not teach. A restatement is entailment; every
     other consistent pair allows entailment or neutral. ``held_out`` returns the pairs kept out
     of training (a fixed share by a hash of the pair) instead of the others; ``kinds`` keeps
-    only pairs of those kinds.
+    only pairs of those kinds. Several files read as their concatenation (the written pairs
+    come in one file per writing round).
     """
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in pair_lines(path):
         record = json.loads(line)
         pair = f"{record['older']}\t{record['newer']}"
         bucket = int(hashlib.sha256(pair.encode()).hexdigest()[:8], 16) % 100
@@ -119,11 +121,16 @@ def read_pairs(path: Path, *, held_out: bool = False, kinds: frozenset[str] | No
     return out
 
 
-def written_examples(path: Path, *, repeat: int = 1) -> list[Example]:
+def pair_lines(path: Path | Sequence[Path]) -> list[str]:
+    """The lines of a pair file, or of several in the order given."""
+    paths = [path] if isinstance(path, Path) else list(path)
+    return [line for one in paths for line in one.read_text(encoding="utf-8").splitlines()]
+
+
+def written_examples(path: Path | Sequence[Path], *, repeat: int = 1) -> list[Example]:
     """The written pairs' training share ``repeat`` times, each time with a swapped copy of
     every pair whose kind is not order-bound (an announced update is consistent one way only)."""
-    kinds = frozenset(json.loads(line).get("kind", "")
-                      for line in path.read_text(encoding="utf-8").splitlines())
+    kinds = frozenset(json.loads(line).get("kind", "") for line in pair_lines(path))
     both_ways = read_pairs(path, kinds=kinds - ORDERED_KINDS)
     return (read_pairs(path) + swapped(both_ways)) * repeat
 
@@ -137,10 +144,11 @@ def swapped(examples: list[Example]) -> list[Example]:
 
 def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float = 0.5,
                        dnli_max: int | None = None, limit: int | None = None,
-                       synthetic: int = 0, written: Path | None = None,
+                       synthetic: int = 0, written: Path | Sequence[Path] | None = None,
                        written_repeat: int = 1, dialogue_pairs: Path | None = None,
                        dialogue_max: int | None = None, chat_pairs: Path | None = None,
-                       chat_max: int | None = None) -> list[Example]:
+                       chat_max: int | None = None, small_talk: Path | None = None,
+                       small_talk_repeat: int = 1) -> list[Example]:
     """Shippable training pairs, plus a swapped copy of ``swap_fraction`` of them, shuffled.
 
     ``dnli_max`` caps the DNLI pairs (random sample): they are most of the data and the longest,
@@ -153,7 +161,10 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
     random ``dialogue_max`` of their training share; see ``sgd_pairs``). ``chat_pairs`` adds
     the pairs of written general-assistant chats (``chat_pairs``: consistent candidate pairs,
     of which a random ``chat_max``, and every written self-contradiction), each with a swapped
-    copy (both kinds are symmetric).
+    copy (both kinds are symmetric). ``small_talk`` adds written pairs of open-domain small
+    talk (a speaker's own facts, likes and life: ``chat_clash_pairs_small_talk.jsonl``, DATA.md;
+    the written chat pairs are an assistant's and its user's) ``small_talk_repeat`` times, each
+    with a swapped copy: none of its kinds is order-bound.
     """
     nli = data_dir / "nli"
     rng = random.Random(seed)
@@ -184,6 +195,9 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
             consistent = rng.sample(consistent, chat_max)
         pairs = [e for e in pairs if e.allowed == CONTRADICTION] + consistent
         examples += pairs + swapped(pairs)
+    if small_talk is not None:
+        pairs = read_pairs(small_talk, source="small_talk")
+        examples += (pairs + swapped(pairs)) * small_talk_repeat
     rng.shuffle(examples)
     return examples[:limit]
 
@@ -191,14 +205,17 @@ def build_training_set(data_dir: Path, *, seed: int = 13, swap_fraction: float =
 SYNTHETIC_HELD_OUT_SEED = 9001
 
 
-def held_out_sets(data_dir: Path, synthetic: int = 0, written: Path | None = None,
-                  chat_pairs: Path | None = None) -> dict[str, list[Example]]:
+def held_out_sets(data_dir: Path, synthetic: int = 0,
+                  written: Path | Sequence[Path] | None = None,
+                  chat_pairs: Path | None = None,
+                  small_talk: Path | None = None) -> dict[str, list[Example]]:
     """The sets metrics are reported on; none of them is trained on.
 
     ``synthetic`` adds that many generated chat pairs from a seed no training run uses (same
     templates, other draws, so it checks fit to the synthetic task rather than generalisation);
     ``written`` the written pairs' held-out share (same writers, so the same caveat), and
-    ``chat_pairs`` the general-assistant chat pairs' (pairs of the same chats as trained ones).
+    ``chat_pairs`` the general-assistant chat pairs' (pairs of the same chats as trained ones),
+    ``small_talk`` the small-talk pairs' (same writers again).
     """
     nli = data_dir / "nli"
     sets = {"dnli_test_3": read_dnli(nli / "dnli" / "test_3_data.csv", "dnli_test_3"),
@@ -217,6 +234,10 @@ def held_out_sets(data_dir: Path, synthetic: int = 0, written: Path | None = Non
         sets["general_chat (held-out share, binary)"] = [
             replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
             for e in read_pairs(chat_pairs, held_out=True, source="general_chat")]
+    if small_talk is not None:
+        sets["small_talk (held-out share, binary)"] = [
+            replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
+            for e in read_pairs(small_talk, held_out=True, source="small_talk")]
     return sets
 
 
