@@ -5,8 +5,11 @@ entailment)."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from agentmem.train.nli_data import (
     CONTRADICTION,
@@ -46,6 +49,34 @@ def test_the_stop67_pairs_are_balanced_new_and_not_benchmark_text():
              for r in map(json.loads, path.read_text().splitlines()) for turn in r["turns"]}
     written = {s for r in rows for s in (r["older"], r["newer"])}
     assert len(texts) > 1000 and not written & texts
+
+
+SMALL_TALK_PAIRS = WRITTEN_PAIRS.with_name("chat_clash_pairs_small_talk.jsonl")
+SHARED_CLASH = Path(os.environ.get("AGENTMEM_SHARED_DATA",
+                                   Path(__file__).resolve().parents[2] / "shared" / "data")) / "clash"
+
+
+def test_the_small_talk_pairs_are_balanced_new_and_not_benchmark_text():
+    rows = [json.loads(line) for line in SMALL_TALK_PAIRS.read_text().splitlines()]
+    labels = Counter(r["label"] for r in rows)
+    assert set(labels) == {"contradiction", "consistent"} and len(rows) >= 1900
+    assert abs(labels["contradiction"] - labels["consistent"]) <= 0.05 * len(rows)
+    pairs = {(r["older"], r["newer"]) for r in rows}
+    assert len(pairs) == len(rows)
+    earlier = {(r["older"], r["newer"]) for path in (WRITTEN_PAIRS, STOP67_PAIRS)
+               for r in map(json.loads, path.read_text().splitlines())}
+    assert not pairs & earlier
+    # no line is a whole turn of a clash benchmark file: ours, and the shared DECODE and chat
+    # dev files (DATA.md, Stop 68)
+    paths = [*BENCH_DATA.glob("chat_clash_agentmem_*.jsonl"), *SHARED_CLASH.glob("*.jsonl")]
+    if not list(SHARED_CLASH.glob("decode_dev.jsonl")):
+        if os.environ.get("CI"):
+            pytest.fail(f"DECODE dev file not found in {SHARED_CLASH} (set AGENTMEM_SHARED_DATA)")
+        pytest.skip(f"DECODE dev file not found in {SHARED_CLASH}")
+    texts = {turn["text"].strip().lower() for path in paths
+             for r in map(json.loads, path.read_text().splitlines()) for turn in r["turns"]}
+    written = {s.strip().lower() for r in rows for s in (r["older"], r["newer"])}
+    assert len(texts) > 5000 and not written & texts
 
 
 def test_the_held_out_share_is_fixed_and_never_trained():
