@@ -35,19 +35,33 @@ STOP67_PAIRS = WRITTEN_PAIRS.with_name("chat_clash_pairs_written_stop67.jsonl")
 BENCH_DATA = Path(__file__).parents[1] / "agentmem" / "bench" / "data"
 
 
-def test_the_stop67_pairs_are_balanced_new_and_not_benchmark_text():
-    rows = [json.loads(line) for line in STOP67_PAIRS.read_text().splitlines()]
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _balanced_and_new(rows: list[dict], earlier: list[Path], *, least: int, slack: float) -> None:
+    """A writing round's file: both labels, within ``slack`` of balanced, at least ``least``
+    pairs, none repeated, none already in an ``earlier`` round's file."""
     labels = Counter(r["label"] for r in rows)
-    assert set(labels) == {"contradiction", "consistent"} and len(rows) >= 2000
-    assert abs(labels["contradiction"] - labels["consistent"]) <= 0.05 * len(rows)
+    assert set(labels) == {"contradiction", "consistent"} and len(rows) >= least
+    assert abs(labels["contradiction"] - labels["consistent"]) <= slack * len(rows)
     pairs = {(r["older"], r["newer"]) for r in rows}
     assert len(pairs) == len(rows)
-    earlier = {(r["older"], r["newer"]) for r in map(json.loads, WRITTEN_PAIRS.read_text().splitlines())}
-    assert not pairs & earlier
+    assert not pairs & {(r["older"], r["newer"]) for path in earlier for r in _rows(path)}
+
+
+def _turns(paths: list[Path]) -> set[str]:
+    """Every turn's text of clash benchmark files, lower-cased."""
+    return {turn["text"].strip().lower() for path in paths for r in _rows(path)
+            for turn in r["turns"]}
+
+
+def test_the_stop67_pairs_are_balanced_new_and_not_benchmark_text():
+    rows = _rows(STOP67_PAIRS)
+    _balanced_and_new(rows, [WRITTEN_PAIRS], least=2000, slack=0.05)
     # no line is a whole turn of a clash benchmark file, held out or not (DATA.md, Stop 67)
-    texts = {turn["text"] for path in BENCH_DATA.glob("chat_clash_agentmem_*.jsonl")
-             for r in map(json.loads, path.read_text().splitlines()) for turn in r["turns"]}
-    written = {s for r in rows for s in (r["older"], r["newer"])}
+    texts = _turns(list(BENCH_DATA.glob("chat_clash_agentmem_*.jsonl")))
+    written = {s.strip().lower() for r in rows for s in (r["older"], r["newer"])}
     assert len(texts) > 1000 and not written & texts
 
 
@@ -57,27 +71,17 @@ SHARED_CLASH = Path(os.environ.get("AGENTMEM_SHARED_DATA",
 
 
 def test_the_small_talk_pairs_are_balanced_new_and_not_benchmark_text():
-    rows = [json.loads(line) for line in SMALL_TALK_PAIRS.read_text().splitlines()]
-    labels = Counter(r["label"] for r in rows)
-    assert set(labels) == {"contradiction", "consistent"} and len(rows) >= 1900
-    assert abs(labels["contradiction"] - labels["consistent"]) <= 0.05 * len(rows)
-    pairs = {(r["older"], r["newer"]) for r in rows}
-    assert len(pairs) == len(rows)
-    earlier = {(r["older"], r["newer"]) for path in (WRITTEN_PAIRS, STOP67_PAIRS)
-               for r in map(json.loads, path.read_text().splitlines())}
-    assert not pairs & earlier
+    rows = _rows(SMALL_TALK_PAIRS)
+    _balanced_and_new(rows, [WRITTEN_PAIRS, STOP67_PAIRS], least=1900, slack=0.05)
     # no line is a whole turn of a clash benchmark file: ours, and the shared DECODE and chat
     # dev files (DATA.md, Stop 68)
-    paths = [*BENCH_DATA.glob("chat_clash_agentmem_*.jsonl"), *SHARED_CLASH.glob("*.jsonl")]
-    if not list(SHARED_CLASH.glob("decode_dev.jsonl")):
+    if not (SHARED_CLASH / "decode_dev.jsonl").exists():
         if os.environ.get("CI"):
             pytest.fail(f"DECODE dev file not found in {SHARED_CLASH} (set AGENTMEM_SHARED_DATA)")
         pytest.skip(f"DECODE dev file not found in {SHARED_CLASH}")
-    texts = {turn["text"].strip().lower() for path in paths
-             for r in map(json.loads, path.read_text().splitlines()) for turn in r["turns"]}
+    texts = _turns([*BENCH_DATA.glob("chat_clash_agentmem_*.jsonl"), *SHARED_CLASH.glob("*.jsonl")])
     written = {s.strip().lower() for r in rows for s in (r["older"], r["newer"])}
     assert len(texts) > 5000 and not written & texts
-
 
 def test_the_held_out_share_is_fixed_and_never_trained():
     train, held = read_pairs(WRITTEN_PAIRS), read_pairs(WRITTEN_PAIRS, held_out=True)
