@@ -227,6 +227,9 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                                                   "pairs_small_talk.jsonl); 10% by hash held out."),
         small_talk_repeat: int = typer.Option(1, min=1, help="Times the small-talk pairs are "
                                               "trained (each with its swapped copy)."),
+        init_anchor: float = typer.Option(0.0, min=0.0, help="With --init: L2 pull of the "
+                                          "weights toward the warm start (L2-SP), this x the "
+                                          "squared distance."),
         work: Optional[Path] = WORK_OPTION,
         save_every: int = typer.Option(200, help="Steps between saves of the training state."),
         resume: bool = RESUME_OPTION,
@@ -251,7 +254,7 @@ def nli(out: Path = typer.Option(Path("agentmem/models/checkpoints/nli-minilm"),
                      dialogue_pairs=dialogue_pairs, dialogue_max=dialogue_max,
                      chat_pairs=chat_pairs, chat_max=chat_max,
                      small_talk=small_talk, small_talk_repeat=small_talk_repeat,
-                     log=lambda line: typer.echo(line))
+                     init_anchor=init_anchor, log=lambda line: typer.echo(line))
     card["command"] = command.strip()
     (out / "training.json").write_text(json.dumps(card, indent=2) + "\n")
     write_nli_card(out, card, command.strip(), notes.read_text() if notes else "")
