@@ -74,8 +74,10 @@ def _batches(encoded, batch_size: int, pad_id: int, rng: random.Random):
 class InitAnchor:
     """L2-SP (Li et al. 2018): a pull of ``weight`` x the squared distance of every trainable
     weight from where a warm start began. Continued on new pairs, the NLI model loses what the
-    warm start knew of other dialogue (Stop 67: DECODE dev F1 0.511 -> 0.488); the pull keeps
-    it near while the new pairs are learned."""
+    warm start knew of other dialogue (Stop 67: DECODE dev F1 0.511 -> 0.488); the pull is
+    meant to keep the weights near while the new pairs are learned. At 0.05 it did keep them
+    near, not DECODE (Stop 68: 0.468; README, Benchmarks). The penalty is part of the loss
+    graph, which makes a CPU step about 1.4 times as slow."""
 
     def __init__(self, model: torch.nn.Module, weight: float) -> None:
         self.weight = weight

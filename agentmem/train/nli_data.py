@@ -93,8 +93,8 @@ def read_anli(path: Path) -> list[Example]:
             for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
 
 
-def read_pairs(path: Path | Sequence[Path], *, held_out: bool = False, kinds: frozenset[str] | None = None,
-                 source: str = "written") -> list[Example]:
+def read_pairs(path: Path | Sequence[Path], *, held_out: bool = False,
+               kinds: frozenset[str] | None = None, source: str = "written") -> list[Example]:
     """A pair file: one speaker's earlier and newer sentence, "contradiction" or "consistent",
     with a kind; the written chat pairs (``chat_clash_pairs_written.jsonl``, DATA.md) or the
     task-dialogue pairs of ``sgd_pairs`` (``source`` names them).
@@ -227,18 +227,21 @@ def held_out_sets(data_dir: Path, synthetic: int = 0,
         sets["synthetic_chat (binary)"] = synthetic_examples(
             synthetic, seed=SYNTHETIC_HELD_OUT_SEED, data_dir=data_dir)
     if written is not None:
-        sets["written_chat (held-out share, binary)"] = [
-            replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
-            for e in read_pairs(written, held_out=True)]
+        sets["written_chat (held-out share, binary)"] = _binary(read_pairs(written, held_out=True))
     if chat_pairs is not None:
-        sets["general_chat (held-out share, binary)"] = [
-            replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
-            for e in read_pairs(chat_pairs, held_out=True, source="general_chat")]
+        sets["general_chat (held-out share, binary)"] = _binary(
+            read_pairs(chat_pairs, held_out=True, source="general_chat"))
     if small_talk is not None:
-        sets["small_talk (held-out share, binary)"] = [
-            replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
-            for e in read_pairs(small_talk, held_out=True, source="small_talk")]
+        sets["small_talk (held-out share, binary)"] = _binary(
+            read_pairs(small_talk, held_out=True, source="small_talk"))
     return sets
+
+
+def _binary(examples: list[Example]) -> list[Example]:
+    """A pair file's held-out share judged contradiction or not (a restatement's entailment
+    counts as "not contradiction")."""
+    return [replace(e, allowed=e.allowed if e.allowed == CONTRADICTION else NOT_CONTRADICTION)
+            for e in examples]
 
 
 def describe(examples: list[Example]) -> dict[str, dict[str, int]]:
