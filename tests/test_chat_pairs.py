@@ -12,6 +12,7 @@ from pathlib import Path
 from agentmem.bench.chats import chat_messages
 from agentmem.train.chat_pairs import _pairs
 from agentmem.train.nli_data import CONTRADICTION, build_training_set, read_pairs
+from tests.nli_folders import nli_data_folder
 
 SLIP = "Then dust the tins with plain wheat flour so the cake releases cleanly."
 CHAT = {
@@ -54,14 +55,7 @@ def test_the_role_prompt_goes_first():
 
 def _nli_folder(tmp_path: Path, rows: list[dict]) -> tuple[Path, Path]:
     """A data folder with one pair in each shared NLI file, and a chat-pair file."""
-    nli = tmp_path / "nli"
-    (nli / "dnli").mkdir(parents=True)
-    (nli / "prosecco").mkdir()
-    (nli / "snli").mkdir()
-    (nli / "dnli" / "data.csv").write_text("I own a cat.\tI own no pets.\tcontradiction\n")
-    (nli / "prosecco" / "ProSeCCo_final.json").write_text("")
-    (nli / "prosecco" / "mnli_dev_matched_binary_42.csv").write_text("premise,hypothesis,label\n")
-    (nli / "snli" / "snli_1.0_dev.jsonl").write_text("")
+    nli_data_folder(tmp_path)
     pairs = tmp_path / "chat_pairs.jsonl"
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return tmp_path, pairs

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -11,6 +10,7 @@ from safetensors.torch import load_file
 
 from agentmem.models.nli import LABELS
 from agentmem.train.nli import train_nli
+from tests.nli_folders import nli_data_folder
 
 
 def _tiny_start(folder: Path) -> Path:
@@ -29,32 +29,15 @@ def _tiny_start(folder: Path) -> Path:
     return folder
 
 
-def _data(folder: Path) -> Path:
-    """A shared-data folder with 48 DNLI pairs to train on and one of each held-out set."""
-    nli = folder / "nli"
-    for sub in ("dnli", "prosecco", "snli", "anli/R1"):
-        (nli / sub).mkdir(parents=True)
-    pairs = [f"I own {i} cats.\tI own no pets.\tcontradiction\n" for i in range(24)]
-    pairs += [f"I own {i} cats.\tI have pets.\tentailment\n" for i in range(24)]
-    (nli / "dnli" / "data.csv").write_text("".join(pairs))
-    (nli / "dnli" / "test_3_data.csv").write_text(pairs[0] + pairs[-1])
-    (nli / "prosecco" / "ProSeCCo_final.json").write_text("")
-    (nli / "prosecco" / "mnli_dev_matched_binary_42.csv").write_text("premise,hypothesis,label\n")
-    (nli / "snli" / "snli_1.0_dev.jsonl").write_text("")
-    (nli / "snli" / "snli_1.0_test.jsonl").write_text(json.dumps(
-        {"gold_label": "contradiction", "sentence1": "A dog runs.", "sentence2": "No dog runs."}) + "\n")
-    (nli / "anli" / "R1" / "dev.jsonl").write_text(json.dumps(
-        {"context": "A dog runs.", "hypothesis": "No dog runs.", "label": "c"}) + "\n")
-    return folder
-
-
 def _distance(start: Path, end: Path) -> float:
     first, second = load_file(str(start / "model.safetensors")), load_file(str(end / "model.safetensors"))
     return sum(float(((first[k].float() - second[k].float()) ** 2).sum()) for k in first)
 
 
 def test_the_anchor_keeps_a_continued_run_near_its_start(tmp_path: Path):
-    start, data = _tiny_start(tmp_path / "start"), _data(tmp_path / "data")
+    pairs = [f"I own {i} cats.\tI own no pets.\tcontradiction\n" for i in range(24)]
+    pairs += [f"I own {i} cats.\tI have pets.\tentailment\n" for i in range(24)]
+    start, data = _tiny_start(tmp_path / "start"), nli_data_folder(tmp_path / "data", pairs)
     runs = {}
     for weight in (0.0, 1.0):
         out = tmp_path / f"run-{weight}"

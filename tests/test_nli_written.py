@@ -21,6 +21,7 @@ from agentmem.train.nli_data import (
     read_pairs,
     written_examples,
 )
+from tests.nli_folders import nli_data_folder
 
 
 def test_the_shipped_file_is_balanced_and_distinct():
@@ -119,36 +120,20 @@ def test_labels_and_swaps(tmp_path: Path):
     assert {e.allowed for e in swapped if "got" in e.premise} == {NOT_CONTRADICTION}
 
 
-def _nli_folder(tmp_path: Path) -> Path:
-    """The smallest shared data folder ``build_training_set`` and ``held_out_sets`` read (one
-    DNLI pair each)."""
-    nli = tmp_path / "data" / "nli"
-    for folder in ("dnli", "prosecco", "snli", "anli/R1"):
-        (nli / folder).mkdir(parents=True)
-    for name in ("data.csv", "test_3_data.csv"):
-        (nli / "dnli" / name).write_text("I own a cat.\tI own no pets.\tcontradiction\n")
-    (nli / "snli" / "snli_1.0_test.jsonl").write_text("")
-    (nli / "anli" / "R1" / "dev.jsonl").write_text("")
-    (nli / "prosecco" / "ProSeCCo_final.json").write_text("")
-    (nli / "prosecco" / "mnli_dev_matched_binary_42.csv").write_text("premise,hypothesis,label\n")
-    (nli / "snli" / "snli_1.0_dev.jsonl").write_text("")
-    return tmp_path / "data"
-
-
 def test_small_talk_pairs_train_repeated_both_ways_and_keep_their_held_out_share(tmp_path: Path):
     rows = [(f"i have {i} dogs", f"walking my {i + 1} dogs now lol", "contradiction", "pets_count")
             for i in range(60)]
     rows += [(f"i love hiking {i}", f"trail {i} was muddy today", "consistent", "hobby")
              for i in range(60)]
     path = _file(tmp_path, rows)
-    examples = build_training_set(_nli_folder(tmp_path), swap_fraction=0.0, small_talk=path,
+    examples = build_training_set(nli_data_folder(tmp_path / "data"), swap_fraction=0.0, small_talk=path,
                                   small_talk_repeat=3)
     trained = read_pairs(path, source="small_talk")
     own = Counter((e.premise, e.hypothesis) for e in examples if e.source == "small_talk")
     swapped = Counter((e.premise, e.hypothesis) for e in examples if e.source == "small_talk-swap")
     assert set(own.values()) == {3} and len(own) == len(trained)
     assert swapped == Counter({(h, p): n for (p, h), n in own.items()})
-    held = held_out_sets(_nli_folder(tmp_path / "held"), small_talk=path)[
+    held = held_out_sets(nli_data_folder(tmp_path / "held"), small_talk=path)[
         "small_talk (held-out share, binary)"]
     assert held and not {(e.premise, e.hypothesis) for e in held} & set(own)
     assert len(held) + len(own) == len(rows)
