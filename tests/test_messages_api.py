@@ -535,3 +535,20 @@ def test_a_tool_result_over_the_budget_is_cut_in_its_block(claude, received, pol
     blocks = sent[2]["content"][0]["content"] if model == CLAUDE else sent[2]["content"]
     assert blocks[0]["text"] == head
     assert fact in blocks[1]["text"] and len(blocks[1]["text"]) < len(page) / 3
+
+
+def test_a_model_outside_the_allow_list_is_refused_before_anything_is_sent(claude, received, sessions):
+    """The configured ``models:`` are an allow-list on this route too: a tenant must not reach
+    another provider with the server's keys through the Messages API."""
+    session = new_session()
+    with pytest.raises(anthropic.NotFoundError) as refused:
+        claude.messages.create(model="openai/gpt-4o", max_tokens=16, extra_headers=session,
+                               messages=[{"role": "user", "content": "hi"}])
+    assert refused.value.body == {"type": "error", "error": {
+        "type": "not_found_error",
+        "message": "The model `openai/gpt-4o` does not exist or you do not have access to it."}}
+    with pytest.raises(anthropic.NotFoundError):
+        claude.messages.count_tokens(model="openai/gpt-4o",
+                                     messages=[{"role": "user", "content": "hi"}])
+    assert received.requests() == []
+    assert sessions.get(f"/{session['X-Session-Id']}").status_code == 404

@@ -54,7 +54,10 @@ async def count_tokens(request: Request) -> Response:
     tokenizer the reports use (litellm's)."""
     try:
         await tenant_of(request)
-        body = await read_json(request, request.app.state.settings.max_body_bytes)
+        settings = request.app.state.settings
+        body = await read_json(request, settings.max_body_bytes)
+        if isinstance(body, dict):
+            settings.check_model(body.get("model"))
         chat, _ = to_chat(parse_request(body, counting=True), body)
     except AgentmemError as error:
         return error_response(error)
@@ -66,6 +69,8 @@ async def _create(request: Request) -> Response:
     state = request.app.state
     tenant = await tenant_of(request)
     body = await read_json(request, state.settings.max_body_bytes)
+    if isinstance(body, dict):  # the allow-list, as on every route: before anything is stored or sent
+        state.settings.check_model(body.get("model"))
     headers = request.headers
     metadata = body.get("metadata") if isinstance(body, dict) else None
     stateful = (headers.get("x-agentmem-stateful", "").lower() in _TRUE
