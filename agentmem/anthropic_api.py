@@ -121,6 +121,15 @@ class ToolChoice(_Block):
         return self
 
 
+class Metadata(BaseModel):
+    """Anthropic's ``metadata``: ``user_id`` is text (litellm sends it on as the provider's
+    own field); agentmem's ``session_id`` and ``agentmem_stateful`` may sit beside it."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    user_id: str | None = None
+
+
 class MessagesRequest(BaseModel):
     """The fields agentmem maps; others are reported and not forwarded (see ``FORWARDED``)."""
 
@@ -136,7 +145,7 @@ class MessagesRequest(BaseModel):
     top_p: float | int | None = Field(default=None, ge=0, le=1)
     top_k: int | None = Field(default=None, ge=0)
     stop_sequences: list[str] | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     stream: bool | None = None
     thinking: dict[str, Any] | None = None
     cache_control: dict[str, Any] | None = None
@@ -247,8 +256,8 @@ def to_chat(request: MessagesRequest, body: dict[str, Any]) -> tuple[dict[str, A
             chat[name] = body[name]
     if request.stop_sequences:
         chat["stop"] = request.stop_sequences
-    user = (request.metadata or {}).get("user_id")
-    if isinstance(user, str) and user:
+    user = request.metadata.user_id if request.metadata is not None else None
+    if user:
         chat["user"] = user  # litellm sends it to Anthropic as metadata.user_id
     if request.stream:
         chat["stream"] = True

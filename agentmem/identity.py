@@ -27,8 +27,17 @@ def session_id_for(body: dict[str, Any], explicit: str | None = None) -> str:
     if isinstance(metadata, dict) and metadata.get("session_id") is not None:
         return checked_id(metadata["session_id"], "metadata.session_id")
     if isinstance(body.get("user"), str) and body["user"]:
-        return checked_id(body["user"], "user")
+        return user_session_id(body["user"])
     return derive_session_id(body["messages"])
+
+
+def user_session_id(user: str) -> str:
+    """OpenAI's ``user`` is any end-user identifier ("John Smith", "tenant/alice"); one that is
+    not a session id as it stands is hashed into one, so each end user still keeps one
+    session and no valid request is refused for it."""
+    if ID_PATTERN.match(user):
+        return user
+    return "user-" + hashlib.blake2b(user.encode(), digest_size=10).hexdigest()
 
 
 def derive_session_id(messages: list[dict[str, Any]]) -> str:

@@ -152,8 +152,9 @@ class ChatRequestSchema(_Strict):
     @field_validator("metadata")
     @classmethod
     def _session_id_is_text(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value and "session_id" in value and not isinstance(value["session_id"], str):
-            raise ValueError("metadata.session_id must be a string")
+        for key in ("session_id", "user_id"):  # user_id: litellm sends it to Anthropic, which wants text
+            if value and key in value and not isinstance(value[key], str):
+                raise ValueError(f"metadata.{key} must be a string")
         return value
 
 

@@ -62,6 +62,22 @@ CLIENT_PARAMS = frozenset({
 })
 
 
+# agentmem's own controls a client may put in ``metadata`` (the engine reads them).
+_OWN_METADATA = frozenset({"session_id", "agentmem_stateful"})
+
+
+def unsent_metadata_note(body: dict) -> str | None:
+    """A warning when a proxy client's ``metadata`` will not reach the provider: litellm takes
+    the keyword as its own logging metadata (its callbacks see it) and sends it to OpenAI
+    only with ``litellm.enable_preview_features``. agentmem's own keys are not the client's
+    data and need no warning."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, dict) or not set(metadata) - _OWN_METADATA \
+            or getattr(litellm, "enable_preview_features", False):
+        return None
+    return "metadata is not sent to the provider (litellm keeps it for its logging callbacks)"
+
+
 def client_params(body: dict, allowed: frozenset[str] = CLIENT_PARAMS) -> tuple[dict, list[str]]:
     """The body with only the fields a proxy client may set, and the names of those dropped."""
     dropped = sorted(key for key in body if key not in allowed)
@@ -112,8 +128,14 @@ class LitellmUpstream:
 
 
 def litellm_kwargs(body: dict, route_params: dict | None) -> dict:
-    """The request body as litellm keyword arguments, with a configured route applied."""
+    """The request body as litellm keyword arguments, with a configured route applied.
+
+    ``metadata`` goes as a copy: litellm writes its own logging fields into the dict it is
+    given (timings, and a stream's hidden parameters with the provider's URL), which must not
+    reach the client's request, whose metadata the Responses API echoes back."""
     kwargs = {k: v for k, v in body.items() if k not in _NOT_FOR_PROVIDER}
+    if isinstance(kwargs.get("metadata"), dict):
+        kwargs["metadata"] = dict(kwargs["metadata"])
     if route_params:
         kwargs.update(route_params)
     else:
@@ -247,6 +269,7 @@ def _causes(error: BaseException) -> list[BaseException]:
 
 
 _REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")
+_TRACEBACK = "\nTraceback (most recent call last):"
 
 
 def as_upstream_error(error: BaseException) -> UpstreamError:
@@ -263,7 +286,8 @@ def as_upstream_error(error: BaseException) -> UpstreamError:
             or status < 400:
         status = 502
     message = getattr(error, "message", None) or str(error) or type(error).__name__
-    message = _REPR.sub("", str(message)).strip()[:1000]
+    message = str(message).split(_TRACEBACK, 1)[0]  # litellm appends the server's traceback
+    message = _REPR.sub("", message).strip()[:1000]
     error_type = {400: "invalid_request_error", 401: "authentication_error",
                   403: "permission_error", 404: "not_found_error",
                   429: "rate_limit_error", 502: "upstream_unreachable",

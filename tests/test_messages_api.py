@@ -552,3 +552,24 @@ def test_a_model_outside_the_allow_list_is_refused_before_anything_is_sent(claud
                                      messages=[{"role": "user", "content": "hi"}])
     assert received.requests() == []
     assert sessions.get(f"/{session['X-Session-Id']}").status_code == 404
+
+
+def test_a_user_id_that_is_not_text_is_a_400_naming_it(claude, received, sessions):
+    """Anthropic wants ``metadata.user_id`` as text; a number used to reach litellm's transform
+    and come back as a 502 carrying the server's traceback."""
+    session = new_session()
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.messages.create(model=CLAUDE, max_tokens=16, metadata={"user_id": 5},  # type: ignore[typeddict-item]
+                               messages=[{"role": "user", "content": "hi"}], extra_headers=session)
+    assert "metadata.user_id" in refused.value.message
+    assert received.requests() == []
+    assert sessions.get(f"/{session['X-Session-Id']}").status_code == 404
+
+
+def test_chat_to_an_anthropic_route_with_a_user_id_number_is_a_400(proxy_url, received):
+    response = httpx.post(f"{proxy_url}/v1/chat/completions", timeout=60, json={
+        "model": CLAUDE, "metadata": {"user_id": 5}, "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "metadata"
+    assert "metadata.user_id must be a string" in response.json()["error"]["message"]
+    assert received.requests() == []

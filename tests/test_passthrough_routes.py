@@ -132,3 +132,20 @@ def test_echo_base64_matches_the_float_vector():
     vector = _echo_vector("abc")
     packed = base64.b64encode(struct.pack("<8f", *vector)).decode()
     assert struct.unpack("<8f", base64.b64decode(packed)) == pytest.approx(vector, abs=1e-6)
+
+
+def test_a_provider_error_reaches_the_client_without_the_servers_traceback():
+    """litellm appends the formatted traceback of a failure inside its own request transform to
+    the error's message; the client gets the cause, not the server's file paths."""
+    import litellm
+
+    from agentmem.upstream import as_upstream_error
+
+    error = litellm.APIConnectionError(
+        message="expected string or bytes-like object, got 'int'\nTraceback (most recent call "
+                'last):\n  File "/srv/site-packages/litellm/main.py", line 687, in acompletion',
+        llm_provider="anthropic", model="claude-echo")
+    upstream = as_upstream_error(error)
+    assert upstream.status_code == 502
+    assert "expected string or bytes-like object, got 'int'" in upstream.message
+    assert "Traceback" not in upstream.message and "main.py" not in upstream.message

@@ -156,3 +156,34 @@ def test_policy_header_names_presets_only(http, session_id, tmp_path):
     ok = http.post("/v1/chat/completions", json=body,
                    headers={"X-Session-Id": session_id, "X-Agentmem-Policy": "chat"})
     assert ok.status_code == 200 and ok.headers["x-agentmem-policy"] == "chat"
+
+
+def test_any_openai_user_value_keeps_one_session(client, http):
+    """``user`` is a free-form end-user id in OpenAI's API: one that is not a session id as it
+    stands ("John Smith", "tenant/alice") is hashed into one, the same each time, rather than
+    refused."""
+    import uuid
+
+    user = f"Jöhn Smith/{uuid.uuid4().hex[:6]} #42"
+    sessions = []
+    for text in ("first", "second"):
+        raw = client.chat.completions.with_raw_response.create(
+            model="echo", messages=[{"role": "user", "content": text}], user=user)
+        assert raw.status_code == 200
+        sessions.append(raw.headers["x-agentmem-session"])
+    assert sessions[0] == sessions[1] and sessions[0].startswith("user-")
+    assert http.get(f"/v1/sessions/{sessions[0]}").status_code == 200
+
+
+def test_metadata_the_provider_will_not_get_is_reported(client, received, session_id):
+    """litellm takes ``metadata`` as its own logging metadata: the client is told it was not
+    sent, and agentmem's own keys alone raise no warning."""
+    raw = client.chat.completions.with_raw_response.create(
+        model="echo", messages=[{"role": "user", "content": "hi"}], metadata={"ticket": "42"},
+        extra_headers={"X-Session-Id": session_id})
+    assert "metadata is not sent to the provider" in raw.headers["x-agentmem-warning"]
+    assert "metadata" not in received.requests()[-1]
+    own = client.chat.completions.with_raw_response.create(
+        model="echo", messages=[{"role": "user", "content": "hi"}],
+        metadata={"session_id": session_id})
+    assert "metadata" not in (own.headers.get("x-agentmem-warning") or "")

@@ -321,3 +321,18 @@ def test_event_stream_matches_the_openai_event_types():
     assert (first.call_id, first.arguments) == ("c1", '{"x": 1}')
     assert (second.call_id, second.arguments) == ("c2", "{}")
     assert final.response.usage.total_tokens == 7
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_metadata_comes_back_as_sent(client, session_id, stream):
+    """The response's ``metadata`` is the request's: litellm writes its timings (and, in a
+    stream, the provider's URL and headers) into the dict it is given, which must not be ours."""
+    sent = {"ticket": "42"}
+    if stream:
+        events = list(client.responses.create(model="echo", input="hi", metadata=sent, stream=True,
+                                              extra_headers={"X-Session-Id": session_id}))
+        response = events[-1].response
+    else:
+        response = client.responses.create(model="echo", input="hi", metadata=sent,
+                                           extra_headers={"X-Session-Id": session_id})
+    assert response.metadata == {"ticket": "42"}

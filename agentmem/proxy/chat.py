@@ -20,7 +20,7 @@ from agentmem.errors import AgentmemError, PolicyError
 from agentmem.policy import preset_names
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.body import read_json
-from agentmem.upstream import CLIENT_PARAMS, client_params
+from agentmem.upstream import CLIENT_PARAMS, client_params, unsent_metadata_note
 
 router = APIRouter()
 
@@ -50,6 +50,8 @@ async def chat_completions(request: Request):
                                   stateful=stateful, policy=policy) as call:
         if dropped:
             call.report.warnings.append(f"fields not forwarded to the provider: {', '.join(dropped)}")
+        if isinstance(body, dict) and (note := unsent_metadata_note(body)):
+            call.report.warnings.append(note)
         try:
             response = await call.send()
         except AgentmemError as error:

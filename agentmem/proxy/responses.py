@@ -33,6 +33,7 @@ from agentmem.responses_api import (
 )
 from agentmem.store import StoreUnavailable
 from agentmem.store.responses import ResponseRef, conversation_until, remember_response
+from agentmem.upstream import unsent_metadata_note
 
 log = logging.getLogger("agentmem.proxy")
 router = APIRouter()
@@ -61,6 +62,8 @@ async def create_response(request: Request, tenant: str = Depends(tenant_of)):
             if translation.not_forwarded:
                 call.report.warnings.append(
                     f"fields not forwarded to the provider: {', '.join(translation.not_forwarded)}")
+            if note := unsent_metadata_note(translation.body):
+                call.report.warnings.append(note)
             response_id = f"resp_{call.report.id}"
             try:
                 reply = await call.send()
