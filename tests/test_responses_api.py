@@ -142,7 +142,11 @@ def test_previous_response_id_is_per_tenant_and_must_exist(tenant_proxy, receive
     ({"input": [{"role": "user", "content": "hi"}, {"type": "reasoning", "summary": []}]}, "input[1].type"),
     ({"input": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "input[0].content[0].type"),
     ({"input": [{"type": "function_call_output", "call_id": "call_9", "output": "x"}]},
-     "input[0].tool_call_id"),
+     "input[0].call_id"),
+    ({"input": [{"role": "user", "content": "hi"},
+                {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+                {"role": "user", "content": "and?"}], "tools": [WEATHER]}, "input[1]"),
+    ({"input": "hi", "max_output_tokens": "ten"}, "max_output_tokens"),
     ({"input": "hi", "tool_choice": {"type": "web_search_preview"}}, "tool_choice"),
     ({"input": "hi", "conversation": "conv_1"}, "conversation"),
     ({"input": []}, "input"),
@@ -153,6 +157,7 @@ def test_unsupported_input_is_a_400_and_nothing_is_stored(http, received, sessio
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == param
+    assert not any(word in error["message"] for word in ("max_tokens", "tool_call", "tool message"))
     assert received.requests() == []
     assert http.get(f"/v1/sessions/{session_id}").status_code == 404
 
@@ -336,3 +341,25 @@ def test_metadata_comes_back_as_sent(client, session_id, stream):
         response = client.responses.create(model="echo", input="hi", metadata=sent,
                                            extra_headers={"X-Session-Id": session_id})
     assert response.metadata == {"ticket": "42"}
+
+
+@pytest.mark.parametrize("how", ["header", "metadata"])
+def test_stateful_mode_is_refused_with_the_responses_way_named(http, received, session_id, how):
+    """Taken silently, the header sent the provider the new input alone and marked the stored
+    history superseded; the Responses API continues a conversation by previous_response_id."""
+    first = http.post("/v1/responses", json={"model": "echo", "input": "My name is Ada."},
+                      headers={"X-Session-Id": session_id})
+    assert first.status_code == 200
+    extra = ({"headers": {"X-Session-Id": session_id, "X-Agentmem-Stateful": "true"}} if how == "header"
+             else {"headers": {"X-Session-Id": session_id}})
+    body = {"model": "echo", "input": "What is my name?"}
+    if how == "metadata":
+        body["metadata"] = {"agentmem_stateful": True}
+    refused = http.post("/v1/responses", json=body, **extra)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "previous_response_id"
+    assert "previous_response_id" in refused.json()["error"]["message"]
+    assert len(received.requests()) == 1
+    turns = http.get(f"/v1/sessions/{session_id}", params={"include_superseded": "true"}).json()["turns"]
+    assert [t["role"] for t in turns] == ["user", "assistant"]
+    assert all(t.get("active", True) for t in turns)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -23,7 +23,7 @@ from agentmem.api import Call, Hygiene
 from agentmem.errors import AgentmemError, HygieneUnavailable, InvalidRequest
 from agentmem.proxy.auth import tenant_of
 from agentmem.proxy.body import read_json
-from agentmem.proxy.chat import RelayResponse, completion_json, header_policy
+from agentmem.proxy.chat import _TRUE, RelayResponse, completion_json, header_policy
 from agentmem.responses_api import (
     ChatTranslation,
     EventStream,
@@ -47,6 +47,7 @@ async def create_response(request: Request, tenant: str = Depends(tenant_of)):
     raw = await read_json(request, settings.max_body_bytes)
     translation = to_chat(raw, forward=settings.forward_params)
     settings.check_model(raw["model"])
+    _refuse_stateful(request.headers, raw)
     policy = header_policy(request.headers.get("x-agentmem-policy"), settings)
     session_id = request.headers.get("x-session-id")
     stored: list[dict[str, Any]] | None = None
@@ -88,6 +89,19 @@ async def create_response(request: Request, tenant: str = Depends(tenant_of)):
         output=output_items(choice.get("message") or {}, response_id),
         finish_reason=choice.get("finish_reason"), usage=data.get("usage"))
     return Response(orjson.dumps(body_out), headers=call.headers(), media_type="application/json")
+
+
+def _refuse_stateful(headers: Mapping[str, str], raw: dict[str, Any]) -> None:
+    """agentmem's stateful mode (the client sends only new messages) is chat's and Messages';
+    the Responses API has its own, ``previous_response_id``. Taking the header silently would
+    send the provider the new input alone and mark the stored history superseded."""
+    metadata = raw.get("metadata")
+    if headers.get("x-agentmem-stateful", "").lower() in _TRUE or (
+            isinstance(metadata, dict) and metadata.get("agentmem_stateful") is True):
+        raise InvalidRequest("X-Agentmem-Stateful is not supported on /v1/responses: send "
+                             "previous_response_id with the new input instead (the Responses "
+                             "API's own way to continue a stored conversation).",
+                             param="previous_response_id")
 
 
 async def _previous(hygiene: Hygiene, tenant: str, response_id: Any, session_id: str | None
@@ -166,9 +180,28 @@ def _in_input_terms(error: InvalidRequest, translation: ChatTranslation, offset:
             return "instructions"
         return "previous_response_id"
 
-    if error.param is None or not _MESSAGE_INDEX.search(error.param + error.message):
+    if error.param is None:
         return error
-    renamed = InvalidRequest(_MESSAGE_INDEX.sub(rename, error.message),
-                             param=_MESSAGE_INDEX.sub(rename, error.param), code=error.code)
+    message, param = _MESSAGE_INDEX.sub(rename, error.message), _MESSAGE_INDEX.sub(rename, error.param)
+    for chat_words, responses_words in _CHAT_WORDS:
+        message = message.replace(chat_words, responses_words)
+    param = _CHAT_PARAMS.get(param) or re.sub(r"\.tool_call_id$", ".call_id",
+                                              re.sub(r"\.tool_calls$", "", param))
+    if (message, param) == (error.message, error.param):
+        return error
+    renamed = InvalidRequest(message, param=param, code=error.code)
     renamed.headers = error.headers
     return renamed
+
+
+# The chat validator's words for what a Responses client wrote in its own terms.
+_CHAT_PARAMS = {"max_tokens": "max_output_tokens"}
+_CHAT_WORDS = (
+    ("'max_tokens'", "'max_output_tokens'"),
+    ("is a tool message whose tool_call_id", "is a function_call_output whose call_id"),
+    ("answer a tool call of the assistant message before it", "answer a function_call before it"),
+    ("The assistant message ", ""),
+    ("has tool_calls that are not answered by tool messages",
+     "has function calls that are not answered by function_call_output items"),
+    ("answers tool call", "answers function call"),
+)
