@@ -19,13 +19,17 @@ from rich.console import Console
 from agentmem.bench.cli import bench_app
 from agentmem.train.cli import DEFAULT_DATA, train_app
 
+# rich_markup_mode=None: help text is shown as written (rich markup would eat "[[tool:...]]")
 app = typer.Typer(help="agentmem: context hygiene for LLM calls.", no_args_is_help=True,
+                  rich_markup_mode=None,
                   add_completion=False)
 app.add_typer(bench_app, name="bench")
 app.add_typer(train_app, name="train")
-sessions_app = typer.Typer(help="Read and delete stored sessions.", no_args_is_help=True)
+sessions_app = typer.Typer(help="Read and delete stored sessions.", no_args_is_help=True,
+                           rich_markup_mode=None)
 app.add_typer(sessions_app, name="sessions")
-policy_app = typer.Typer(help="List and check policies.", no_args_is_help=True)
+policy_app = typer.Typer(help="List and check policies.", no_args_is_help=True,
+                         rich_markup_mode=None)
 app.add_typer(policy_app, name="policy")
 console = Console()
 

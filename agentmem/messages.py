@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentmem.errors import InvalidRequest
 
@@ -84,6 +84,14 @@ class AssistantMessage(_Strict):
     name: str | None = None
     refusal: str | None = None
 
+    @model_validator(mode="after")
+    def _says_something(self) -> AssistantMessage:
+        """OpenAI refuses an assistant turn with nothing in it; storing one would replay it."""
+        if self.content is None and not self.tool_calls and self.function_call is None \
+                and self.refusal is None and not (self.model_extra or {}).get("audio"):
+            raise ValueError("an assistant message needs content, tool_calls or function_call")
+        return self
+
 
 ToolPart = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
 
@@ -115,6 +123,20 @@ class FunctionDefinition(_Strict):
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
+    @field_validator("parameters")
+    @classmethod
+    def _an_object_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """What every provider requires of a function's parameters: a JSON Schema of an
+        object. Not a full metaschema check: lenient providers take schemas it would refuse."""
+        if value is None:
+            return value
+        if "type" in value and value["type"] != "object":
+            raise ValueError(f"parameters must be a JSON Schema of type 'object', got "
+                             f"type {value['type']!r}")
+        if "properties" in value and not isinstance(value["properties"], dict):
+            raise ValueError("parameters.properties must be an object")
+        return value
+
 
 class ToolDefinition(_Strict):
     type: Literal["function"]
@@ -128,6 +150,21 @@ class NamedToolChoice(_Strict):
 
 class StreamOptions(_Strict):
     include_usage: bool | None = None
+
+
+class JsonSchemaFormat(_Strict):
+    name: str = Field(min_length=1)
+
+
+class ResponseFormat(_Strict):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_with_its_type(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("response_format of type 'json_schema' needs a json_schema object")
+        return self
 
 
 class ChatRequestSchema(_Strict):
@@ -148,6 +185,8 @@ class ChatRequestSchema(_Strict):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     user: str | None = None
     metadata: dict[str, Any] | None = None
+    stop: str | list[str] | None = None
+    response_format: ResponseFormat | None = None
 
     @field_validator("metadata")
     @classmethod

@@ -79,6 +79,24 @@ CASES = [
     ("metadata.session_id a number",
      {"model": "echo", "messages": _messages(), "metadata": {"session_id": 5}},
      400, "metadata"),
+    ("tool parameters not an object schema", {"model": "echo", "messages": _messages(),
+                                              "tools": [{"type": "function", "function": {
+                                                  "name": "f", "parameters": {"type": "objectz"}}}]},
+     400, "tools[0].function.parameters"),
+    ("tool parameters.properties not an object",
+     {"model": "echo", "messages": _messages(), "tools": [{"type": "function", "function": {
+         "name": "f", "parameters": {"type": "object", "properties": 5}}}]},
+     400, "tools[0].function.parameters"),
+    ("response_format of an unknown type",
+     {"model": "echo", "messages": _messages(), "response_format": {"type": "xml"}},
+     400, "response_format.type"),
+    ("json_schema response_format without its schema",
+     {"model": "echo", "messages": _messages(), "response_format": {"type": "json_schema"}},
+     400, "response_format"),
+    ("stop a number", {"model": "echo", "messages": _messages(), "stop": 5}, 400, "stop"),
+    ("assistant message with nothing in it",
+     {"model": "echo", "messages": _messages({"role": "assistant"}, {"role": "user", "content": "?"})},
+     400, "messages[1]"),
 ]
 
 

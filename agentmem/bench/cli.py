@@ -10,7 +10,7 @@ from agentmem.bench.formats import READERS, BenchDataError
 from agentmem.bench.results import emit
 
 bench_app = typer.Typer(help="Benchmarks (formats: ../shared/bench/FORMATS.md).",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=None)
 
 
 def _kind_command(kind: str):

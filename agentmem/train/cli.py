@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-train_app = typer.Typer(help="Train the models agentmem ships.", no_args_is_help=True)
+train_app = typer.Typer(help="Train the models agentmem ships.", no_args_is_help=True,
+                        rich_markup_mode=None)
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 # the resumable-run options both trainers take (agentmem.train.loop: save_state, resume_state)
