@@ -47,6 +47,7 @@ from agentmem.models.embedder import Embedder, ModelsNotReady, default_embedder,
 from agentmem.models.runtime import in_background, on_call_path, run_inference
 from agentmem.pending import AfterReplyJob, AfterReplyWork
 from agentmem.policy import Policy, load_policy
+from agentmem.process_exit import close_at_exit
 from agentmem.report import Report, StageRun
 from agentmem.stages import Channels, Draft, Stage, StageContext, build_stages
 from agentmem.stages.base import ingest_counts
@@ -105,6 +106,7 @@ class Hygiene:
         self._sync = None
         self._policies: dict[str, Policy] = {}
         self.metrics = Metrics()
+        close_at_exit(self)  # a script that never calls close() still gets its last turns' work
 
     # -- resources ---------------------------------------------------------------------------
 
@@ -175,15 +177,20 @@ class Hygiene:
         if load is not None:
             await load
 
-    def close(self) -> None:
+    def close(self, *, drain_s: float | None = None) -> None:
         """Close everything (from sync code): the sync bridge's loop (its background work
-        finished first), and this engine's use of the embedded Redis, which the last process
-        using the data folder stops.
+        finished first, or for at most ``drain_s`` seconds: what is left stays recorded in
+        Redis and is redone by the next start), and this engine's use of the embedded Redis,
+        which the last process using the data folder stops. Also run at process exit
+        (``agentmem.process_exit``).
 
         Stores opened on other running loops are closed by ``aclose`` on those loops.
         """
         if self._sync is not None:
-            self._sync.run(self.aclose())
+            try:
+                self._sync.run(asyncio.wait_for(self.aclose(), drain_s))
+            except TimeoutError:
+                self._sync.run(self.aclose(drain=False))
             self._sync.stop()
             self._sync = None
         self.connector.close()

@@ -67,6 +67,11 @@ class ReplyAssembler:
         return message
 
 
+# The reason stored with a reply whose stream the client left before its end (every path: the
+# library, the proxy, the adapters).
+CLIENT_DISCONNECTED = "the client disconnected before the stream ended"
+
+
 async def relay_stream(stream: Any, call: Any) -> AsyncGenerator[Any, None]:
     """Yield the provider's chunks; store the assembled reply when the stream ends."""
     assembler = ReplyAssembler()
@@ -75,7 +80,7 @@ async def relay_stream(stream: Any, call: Any) -> AsyncGenerator[Any, None]:
             assembler.add(chunk)
             yield chunk
     except (asyncio.CancelledError, GeneratorExit):
-        call.hygiene.spawn(_store(call, assembler, "the client disconnected before the stream ended"))
+        call.hygiene.spawn(_store(call, assembler, CLIENT_DISCONNECTED))
         raise
     except Exception as error:
         await _store(call, assembler, f"the provider stream failed: {error}")

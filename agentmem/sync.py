@@ -23,12 +23,27 @@ class SyncBridge:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def iterate(self, iterator: AsyncIterator[Any]) -> Iterator[Any]:
-        while True:
-            try:
-                yield self.run(iterator.__anext__())
-            except StopAsyncIteration:
-                return
+        """A sync iterator over an async one. Every step runs on the bridge's loop, so an async
+        generator's hooks are that loop's; a caller that stops early (``close()``, or dropping
+        the iterator) closes it there too, so a stream's call is finished as partial, as on
+        the async path, and not torn down later on a thread with no loop."""
+        finished = False
+        try:
+            while True:
+                try:
+                    yield self.run(_step(iterator))
+                except StopAsyncIteration:
+                    finished = True
+                    return
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if not finished and aclose is not None and self.loop.is_running():
+                self.run(aclose())
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
+
+
+async def _step(iterator: AsyncIterator[Any]) -> Any:
+    return await iterator.__anext__()

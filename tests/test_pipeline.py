@@ -175,6 +175,34 @@ def test_sync_completion(data_dir, upstream):
         engine.close()
 
 
+def test_a_sync_stream_left_early_is_stored_partial_and_frees_its_session(data_dir, upstream):
+    """Closing (or dropping) a sync stream after its first chunk finishes its call on the
+    engine's loop: the reply is stored partial with the reason, and the session takes the next
+    call at once. It used to be torn down on a thread with no loop and leave no trace."""
+    engine = Hygiene("default", settings=Settings(data_dir=data_dir))
+    route = {"api_base": f"{upstream.url}/v1", "api_key": "sk-test"}
+    session = f"sync-left-{uuid.uuid4().hex}"
+    try:
+        stream = engine.completion("openai/echo", [{"role": "user", "content": "one two three four"}],
+                                   session_id=session, stream=True, **route)
+        next(iter(stream))
+        stream.close()
+        reply = engine.completion("openai/echo", [{"role": "user", "content": "again"}],
+                                  session_id=session, **route, timeout=20)
+        assert reply.choices[0].message.content == "echo: again"
+
+        async def stored():
+            store, handle = engine.store(), hygiene_handle(session)
+            return await store.all_turns(handle), await store.reports(handle)
+
+        turns, reports = engine.run_sync(stored())
+        assert [(t.role, t.partial) for t in turns[:2]] == [("user", False), ("assistant", True)]
+        assert turns[1].error == "the client disconnected before the stream ended"
+        assert sorted(r.status for r in reports) == ["ok", "partial"]
+    finally:
+        engine.close()
+
+
 def hygiene_handle(session):
     from agentmem.store import SessionHandle
 
