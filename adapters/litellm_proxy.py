@@ -10,7 +10,8 @@ The proxy calls these hooks of that one instance; they map onto the engine's two
 * ``async_pre_call_hook`` runs ``Hygiene.prepare`` and rewrites ``data["messages"]`` and
   ``data["tools"]`` in place, before LiteLLM routes the call (streaming calls included);
 * ``async_log_success_event`` stores the reply (LiteLLM hands it the assembled response, also
-  for streams) with ``Call.finish_with_response``;
+  for streams) with ``Call.finish_with_response``; a stream the client left before its end is
+  stored as a partial reply, with the reason, as agentmem's own proxy does;
 * ``async_log_failure_event`` and ``async_post_call_failure_hook`` end it with ``fail``;
 * ``async_post_call_response_headers_hook`` adds the ``X-Agentmem-*`` headers to the reply.
 
@@ -50,9 +51,11 @@ from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
 from agentmem import Call, Hygiene, Policy
+from agentmem.api import reply_message
 from agentmem.errors import AgentmemError
 from agentmem.models.runtime import run_inference
 from agentmem.policy import preset_names
+from agentmem.streaming import CLIENT_DISCONNECTED
 
 log = logging.getLogger("agentmem.litellm_proxy")
 
@@ -166,10 +169,17 @@ class AgentmemCallback(CustomLogger):
 
     async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any,
                                       end_time: Any) -> None:
-        """Store the reply; for streams LiteLLM passes the response assembled from the chunks."""
+        """Store the reply; for streams LiteLLM passes the response assembled from the chunks.
+
+        When the client hangs up mid-stream, LiteLLM's proxy still fires this success event
+        (to bill what was streamed) with the chunks received so far, assembled by
+        ``stream_chunk_builder``, which fills in ``finish_reason="stop"`` itself. The only mark
+        of the cut is the ``client_disconnected`` flag the proxy puts in the call's metadata.
+        """
         response = (kwargs.get("async_complete_streaming_response")
                     or kwargs.get("complete_streaming_response") or response_obj)
-        await self._settle(kwargs.get("litellm_call_id"), response, None)
+        partial = CLIENT_DISCONNECTED if client_disconnected(kwargs) else None
+        await self._settle(kwargs.get("litellm_call_id"), response, None, partial=partial)
 
     async def async_log_failure_event(self, kwargs: dict, response_obj: Any, start_time: Any,
                                       end_time: Any) -> None:
@@ -188,15 +198,20 @@ class AgentmemCallback(CustomLogger):
             litellm_call_info: dict[str, object] | None = None) -> dict[str, str] | None:
         return self._headers.pop(data.get("litellm_call_id") or "", None)
 
-    async def _settle(self, call_id: str | None, response: Any,
-                      error: BaseException | None) -> None:
-        """Finish or fail the pending call (once), on the event loop that prepared it."""
+    async def _settle(self, call_id: str | None, response: Any, error: BaseException | None,
+                      *, partial: str | None = None) -> None:
+        """Finish or fail the pending call (once), on the event loop that prepared it.
+
+        ``partial``: the reason the reply is incomplete; it is stored marked partial.
+        """
         pending = self._pending.pop(call_id, None) if call_id else None
         if pending is None:
             return
         call = pending.call
         if error is not None:
             outcome: Coroutine[Any, Any, None] = call.fail(error)
+        elif partial is not None:
+            outcome = _finish_partial(call, response, partial)
         elif getattr(response, "choices", None):
             outcome = call.finish_with_response(response)
         else:
@@ -216,6 +231,33 @@ class AgentmemCallback(CustomLogger):
                         call_id, self.call_timeout_s)
             self.hygiene.spawn(pending.call.fail(TimeoutError(
                 f"no LiteLLM callback within {self.call_timeout_s:g}s")))
+
+
+async def _finish_partial(call: Call, response: Any, reason: str) -> None:
+    """Store what arrived before the cut as a partial reply, as ``agentmem.streaming`` does;
+    a cut before any reply arrived fails the call."""
+    choices = getattr(response, "choices", None)
+    message = getattr(choices[0], "message", None) if choices else None
+    if message is None:
+        await call.fail(RuntimeError(reason))
+        return
+    usage = getattr(response, "usage", None)
+    call.report.usage = usage.model_dump() if hasattr(usage, "model_dump") else None
+    await call.finish(reply_message(message), partial=True, error=reason)
+
+
+def client_disconnected(kwargs: dict) -> bool:
+    """Whether LiteLLM's proxy marked this call's client as gone before the stream ended.
+
+    The proxy sets ``client_disconnected`` in the logging object's metadata (and strips it
+    from a client's own metadata, so a request cannot forge it).
+    """
+    params = kwargs.get("litellm_params")
+    for metadata in (params.get("metadata") if isinstance(params, dict) else None,
+                     kwargs.get("metadata")):
+        if isinstance(metadata, dict) and metadata.get("client_disconnected") is True:
+            return True
+    return False
 
 
 def tenant_of(user_api_key_dict: Any) -> str:

@@ -180,6 +180,39 @@ async def test_streamed_reply_is_stored_as_a_turn(litellm_proxy, received):
     assert reports[-1].status == "ok"
 
 
+async def test_abandoned_stream_is_stored_as_partial(litellm_proxy, received):
+    """A client that hangs up mid-stream: LiteLLM bills what it streamed through the success
+    callback, with a finish_reason of its own making; the turn must be stored as partial."""
+    sid = session()
+    messages = [{"role": "user", "content": "Walk me through the harbour lantern schedule, "
+                 "hour by hour, for the whole week ahead. [[stall:2,20000]]"}]
+    async with httpx.AsyncClient(timeout=60) as http, http.stream(
+            "POST", f"{litellm_proxy.url}/v1/chat/completions",
+            headers={"Authorization": f"Bearer {litellm_proxy.key}", "X-Session-Id": sid},
+            json={"model": "echo", "messages": messages, "stream": True}) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                break  # the first event, then close the connection while the upstream stalls
+    started = time.time()
+    _, turns, reports = await wait_for_turns(litellm_proxy.data_dir, sid, 2)
+    assert time.time() - started < 15  # stored at the disconnect, not when the stall ends
+    assert [t.role for t in turns] == ["user", "assistant"]
+    reply = turns[-1]
+    assert reply.partial and reply.error == "the client disconnected before the stream ended"
+    assert "Walk me through the harbour lantern schedule".startswith(
+        reply.message["content"].removeprefix("echo:").strip())
+    assert [r.status for r in reports] == ["partial"]
+    assert reports[-1].error == reply.error
+
+    # the session is free again: the next call on it goes through at once
+    client = litellm_proxy.client()
+    started = time.time()
+    client.chat.completions.create(model="echo", extra_headers={"X-Session-Id": sid},
+                                   messages=[{"role": "user", "content": "still there?"}])
+    assert time.time() - started < 10
+
+
 async def test_invalid_request_is_rejected_before_the_upstream(litellm_proxy, received):
     orphan = [{"role": "user", "content": "hi"},
               {"role": "tool", "tool_call_id": "call_missing", "content": "result"}]
