@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from agentmem.errors import ModelNotFound, PolicyError
 
@@ -52,10 +52,15 @@ def yaml_problem(error: yaml.YAMLError) -> str:
     return f"invalid YAML{where}: {problem}"
 
 
+def yaml_preset_name(value: Any) -> Any:
+    """YAML reads an unquoted ``off`` (the preset) as ``false``: take it as the name meant."""
+    return "off" if value is False else value
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    policy: str = "default"
+    policy: Annotated[str, BeforeValidator(yaml_preset_name)] = "default"
     redis_url: str | None = None
     data_dir: Path | None = None
     api_keys: dict[str, str] = Field(

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agentmem.config import yaml_problem
+from agentmem.config import yaml_preset_name, yaml_problem
 from agentmem.errors import PolicyError
 from agentmem.quarantine.settings import QuarantineSettings
 from agentmem.stages import registry
@@ -124,42 +124,53 @@ def load_policy(name_or_path: str | Path | Policy) -> Policy:
     """A preset by name (``default``), or a YAML file by path; errors name the bad field."""
     if isinstance(name_or_path, Policy):
         return name_or_path
-    text, origin = _read(str(name_or_path))
+    data, origin, folder = _fields(str(name_or_path))
+    if folder is not None and "extends" in data and "name" not in data:
+        # a file's policy is not its parent's: reports, headers and metrics name it by file
+        data = {"name": Path(origin).stem, **data}
+    return policy_from_dict(data, origin=origin, _folder=folder)
+
+
+def _fields(name: str, folder: Path | None = None) -> tuple[dict, str, Path | None]:
+    """A preset's or file's fields, where they came from, and the file's folder (``None``
+    for a preset): the folder a relative ``extends`` in it is read from."""
+    text, origin = _read(name, folder)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise PolicyError(f"policy {origin}: {yaml_problem(error)}") from None
     if not isinstance(data, dict):
         raise PolicyError(f"policy {origin}: expected a mapping of fields")
-    return policy_from_dict(data, origin=origin)
+    return data, origin, (Path(origin).parent if not origin.startswith("preset ") else None)
 
 
-def policy_from_dict(data: dict, *, origin: str = "<dict>", _depth: int = 0) -> Policy:
-    """A policy from its fields; ``extends: NAME`` starts from another preset or file, whose
-    sections this one's override key by key (so a preset writes only what it changes)."""
+def policy_from_dict(data: dict, *, origin: str = "<dict>", _depth: int = 0,
+                     _folder: Path | None = None) -> Policy:
+    """A policy from its fields; ``extends: NAME`` starts from another preset or file (a
+    relative path is read next to the file that names it, else from the working folder),
+    whose sections this one's override key by key (so a preset writes only what it changes)."""
     if "extends" in data:
-        data = _extended(data, origin, _depth)
+        data = _extended(data, origin, _depth, _folder)
     try:
         return Policy.model_validate(data)
     except ValidationError as error:
         raise PolicyError(f"policy {origin}: {field_errors(error)}", param="policy") from None
 
 
-def _extended(data: dict, origin: str, depth: int) -> dict:
+def _extended(data: dict, origin: str, depth: int, folder: Path | None) -> dict:
     if depth >= MAX_EXTENDS_DEPTH:
         raise PolicyError(f"policy {origin}: 'extends' nests deeper than {MAX_EXTENDS_DEPTH}",
                           param="policy")
     data = dict(data)
-    parent_name = data.pop("extends")
+    parent_name = yaml_preset_name(data.pop("extends"))
     if not isinstance(parent_name, str) or not parent_name:
-        raise PolicyError(f"policy {origin}: extends: expected a preset name", param="policy")
-    text, parent_origin = _read(parent_name)
-    parent = yaml.safe_load(text)
-    if not isinstance(parent, dict):
-        raise PolicyError(f"policy {parent_origin}: expected a mapping of fields")
+        raise PolicyError(f"policy {origin}: extends: expected a preset name or a file path",
+                          param="policy")
+    parent, parent_origin, parent_folder = _fields(parent_name, folder)
     if "extends" in parent:
-        parent = _extended(parent, parent_origin, depth + 1)
+        parent = _extended(parent, parent_origin, depth + 1, parent_folder)
     return _merge(parent, data)
+
 
 
 def _merge(base: dict, override: dict) -> dict:
@@ -178,8 +189,10 @@ def field_errors(error: ValidationError) -> str:
                      for e in error.errors(include_url=False))
 
 
-def _read(name: str) -> tuple[str, str]:
+def _read(name: str, folder: Path | None = None) -> tuple[str, str]:
     path = Path(name)
+    if folder is not None and not path.is_absolute() and (folder / path).is_file():
+        path = folder / path
     if path.suffix in {".yaml", ".yml"} or path.exists():
         if not path.is_file():
             raise PolicyError(f"policy file not found: {name}", param="policy")

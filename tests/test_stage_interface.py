@@ -58,6 +58,29 @@ def test_unregistering_leaves_the_registry_as_it_was(redact):
     register_stage(RedactStage)
 
 
+def test_a_policy_file_that_extends_reads_as_its_author_meant(tmp_path, monkeypatch):
+    """A relative ``extends`` is read next to the file that names it; a file's policy without
+    a ``name`` is named by its file, not its parent; an unquoted ``off`` (YAML's false) is
+    the preset; a parent with broken YAML is a one-line policy error."""
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "base.yaml").write_text("extends: default\ntools:\n  max_tools: 3\n")
+    (folder / "child.yaml").write_text("extends: base.yaml\nbudget:\n  max_prompt_tokens: 777\n")
+    (folder / "quiet.yaml").write_text("extends: off\n")
+    (folder / "broken.yaml").write_text("extends: [default\n")
+    (folder / "on_broken.yaml").write_text("extends: broken.yaml\n")
+    monkeypatch.chdir(tmp_path)  # not the files' folder
+    child = load_policy(folder / "child.yaml")
+    assert child.name == "child" and child.tools.max_tools == 3
+    assert child.budget.max_prompt_tokens == 777
+    assert load_policy("policies/base.yaml").name == "base"
+    quiet = load_policy(folder / "quiet.yaml")
+    assert quiet.name == "quiet" and quiet.stages == load_policy("off").stages
+    with pytest.raises(PolicyError, match=r"broken.yaml: invalid YAML at line 2"):
+        load_policy(folder / "on_broken.yaml")
+    assert Settings.model_validate({"policy": False}).policy == "off"
+
+
 def test_presets_extend_default():
     default, chat = load_policy("default"), load_policy("chat")
     assert chat.prune.neighbours == 1 and chat.prune.history_fraction == 0.25
