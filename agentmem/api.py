@@ -55,6 +55,8 @@ from agentmem.state import CacheLimits, EngineState
 from agentmem.state.steps import shared_records
 from agentmem.store import RedisConnector, SessionHandle, SessionStore, StoreUnavailable
 from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
+from agentmem.streaming import LibraryStream
+from agentmem.sync import SyncStream
 from agentmem.text import OFF_LOOP_CHARS, count_tokens
 from agentmem.upstream import LitellmUpstream, Upstream
 from agentmem.validate import OutgoingInvalid, validate_outgoing
@@ -466,7 +468,7 @@ class Hygiene:
         async with self.call(body, session_id=session_id, stateful=stateful, policy=policy) as call:
             response = await call.send()
             if kwargs.get("stream"):
-                return call.relay(response)
+                return LibraryStream(call.relay(response), call.headers())
             await call.finish_with_response(response)
         response._hidden_params["agentmem"] = call.headers()
         return response
@@ -475,7 +477,7 @@ class Hygiene:
         """Drop-in for ``litellm.completion`` (runs the async path on a private loop)."""
         result = self.run_sync(self.acompletion(model, messages, **kwargs))
         if kwargs.get("stream"):
-            return self.iterate_sync(result)
+            return SyncStream(self.iterate_sync(result), result._hidden_params)
         return result
 
 

@@ -95,3 +95,31 @@ async def _store(call: Any, assembler: ReplyAssembler, reason: str) -> None:
         return
     call.report.usage = assembler.usage
     await call.finish(assembler.message(), partial=True, error=reason)
+
+
+class LibraryStream:
+    """What the library's ``acompletion(stream=True)`` returns: the provider's chunks, and
+    ``_hidden_params["agentmem"]`` (session, report, token counts) as a full reply carries it.
+
+    The call holds its session until the stream ends or is closed: leave early with
+    ``await stream.aclose()`` or ``async with stream:`` (a bare async generator would close
+    only when garbage-collected, and the session's next call would wait for it)."""
+
+    def __init__(self, chunks: AsyncGenerator[Any, None], agentmem: dict[str, str]) -> None:
+        self._chunks = chunks
+        self._hidden_params: dict[str, Any] = {"agentmem": agentmem}
+
+    def __aiter__(self) -> LibraryStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
+
+    async def __aenter__(self) -> LibraryStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -47,3 +47,29 @@ class SyncBridge:
 
 async def _step(iterator: AsyncIterator[Any]) -> Any:
     return await iterator.__anext__()
+
+
+class SyncStream:
+    """The sync library's stream: the chunks, ``_hidden_params`` as the async stream's, and
+    ``close()`` (or ``with stream:``) to leave early; the call is then stored partial."""
+
+    def __init__(self, chunks: Iterator[Any], hidden_params: dict[str, Any]) -> None:
+        self._chunks = chunks
+        self._hidden_params = hidden_params
+
+    def __iter__(self) -> SyncStream:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> SyncStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -153,11 +153,31 @@ async def test_library_acompletion_and_completion(hygiene, upstream, received):
     stream = await hygiene.acompletion("openai/echo", messages + [
         {"role": "assistant", "content": "echo: library call"}, {"role": "user", "content": "and streamed"}],
         session_id=session, stream=True, api_base=f"{upstream.url}/v1", api_key="sk-test")
+    assert stream._hidden_params["agentmem"]["X-Agentmem-Session"] == session
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "echo: and streamed"
     turns = await hygiene.store().active_turns(hygiene_handle(session))
     assert [t.message["content"] for t in turns] == [
         "library call", "echo: library call", "and streamed", "echo: and streamed"]
+
+
+async def test_an_async_stream_left_early_frees_its_session_when_closed(hygiene, upstream):
+    """``async with`` the stream (or ``aclose()``) finishes its call as partial at once; the
+    next call on the session need not wait for the garbage collector."""
+    import asyncio
+
+    session, route = f"lib-left-{uuid.uuid4().hex}", {"api_base": f"{upstream.url}/v1", "api_key": "sk-test"}
+    stream = await hygiene.acompletion("openai/echo", [{"role": "user", "content": "one two three"}],
+                                       session_id=session, stream=True, **route)
+    async with stream:
+        async for _ in stream:
+            break
+    reply = await asyncio.wait_for(hygiene.acompletion(
+        "openai/echo", [{"role": "user", "content": "again"}], session_id=session, **route), 20)
+    assert reply.choices[0].message.content == "echo: again"
+    await hygiene.drain()
+    turns = await hygiene.store().all_turns(hygiene_handle(session))
+    assert [(t.role, t.partial) for t in turns][:2] == [("user", False), ("assistant", True)]
 
 
 def test_sync_completion(data_dir, upstream):
@@ -185,6 +205,7 @@ def test_a_sync_stream_left_early_is_stored_partial_and_frees_its_session(data_d
     try:
         stream = engine.completion("openai/echo", [{"role": "user", "content": "one two three four"}],
                                    session_id=session, stream=True, **route)
+        assert stream._hidden_params["agentmem"]["X-Agentmem-Session"] == session
         next(iter(stream))
         stream.close()
         reply = engine.completion("openai/echo", [{"role": "user", "content": "again"}],
