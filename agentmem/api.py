@@ -195,7 +195,19 @@ class Hygiene:
                 self._sync.run(self.aclose(drain=False))
             self._sync.stop()
             self._sync = None
+        self._finish_on_stopped_loops(drain_s)
         self.connector.close()
+
+    def _finish_on_stopped_loops(self, timeout: float | None) -> None:
+        """Background work left on an event loop that stopped before it was done (the OpenAI
+        Agents SDK's ``Runner.run_sync`` stops its loop when a run returns): run that loop
+        until the work is done, from the thread closing the engine. A closed loop's work
+        (``asyncio.run`` cancels it) stays recorded in Redis for the next start."""
+        pending = [task for task in self._background if not task.done()]
+        for loop in {task.get_loop() for task in pending}:
+            if not loop.is_running() and not loop.is_closed():
+                mine = [task for task in pending if task.get_loop() is loop]
+                loop.run_until_complete(asyncio.wait(mine, timeout=timeout))
 
     @property
     def background_pending(self) -> int:

@@ -181,3 +181,29 @@ async def test_cut_stream_is_stored_as_partial(hygiene, upstream):
     assert [t.role for t in turns] == ["user", "assistant"]
     assert turns[-1].partial and turns[-1].message["content"] == "".join(seen) == "echo: one"
     await client.close()
+
+
+def test_run_sync_work_is_finished_when_the_engine_closes(tmp_path, upstream):
+    """``Runner.run_sync`` stops its event loop when a run returns, with the run's after-reply
+    work (embeddings) still on it; closing the engine runs that loop until the work is done."""
+    engine = Hygiene(policy="agent", data_dir=str(tmp_path / "data"))
+    provider = AgentmemModelProvider(engine, base_url=f"{upstream.url}/v1", api_key="sk-test")
+    agent = Agent(name="a", instructions="You help.", model="echo")
+    session = f"run-sync-{uuid.uuid4().hex[:8]}"
+    with session_scope(session):
+        for question in ["My router serial is RX-99812.", "What is my router serial?"]:
+            result = Runner.run_sync(agent, question, run_config=RunConfig(model_provider=provider))
+            assert result.final_output == f"echo: {question}"
+    engine.close()
+
+    reader = Hygiene(policy="off", data_dir=str(tmp_path / "data"))
+    try:
+        async def stored() -> tuple[int, int]:
+            store, handle = reader.store(), SessionHandle("default", session)
+            turns = await store.all_turns(handle)
+            return len(turns), len(await store.embeddings(handle, [t.id for t in turns]))
+
+        turns, embedded = reader.run_sync(stored())
+        assert turns >= 4 and embedded == turns
+    finally:
+        reader.close()
