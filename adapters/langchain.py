@@ -7,7 +7,8 @@ Two ways in, one shared core:
   message, messages and tools go through the engine, the model sees the cleaned request, and
   its reply is written back to the session.
 * :class:`AgentmemChatModel` for older code that builds chains around a chat model: it wraps
-  any ``BaseChatModel`` (``bind_tools`` included) and does the same inside ``invoke``.
+  any ``BaseChatModel`` (``bind_tools`` included) and does the same inside ``invoke`` and
+  ``stream``: a streamed reply is stored when the stream ends, or as ``partial`` if it is cut.
 
 The engine speaks OpenAI dicts, LangChain speaks message objects. The adapter converts for
 the engine only; what the model receives are the caller's own objects (a pruned message is a
@@ -22,7 +23,6 @@ event-loop thread (``Hygiene.run_sync``), as ``Hygiene.completion`` does.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -38,8 +38,14 @@ from langchain_core.callbacks import (
     CallbackManagerForLLMRun,
 )
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_openai_messages
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    SystemMessage,
+    convert_to_openai_messages,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import ensure_config
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -49,6 +55,7 @@ from agentmem.api import Call, Hygiene
 from agentmem.errors import InvalidRequest
 from agentmem.report import Report
 from agentmem.store.keys import ID_PATTERN
+from agentmem.streaming import CLIENT_DISCONNECTED
 
 log = logging.getLogger("agentmem.adapters.langchain")
 
@@ -67,7 +74,8 @@ class _Cleaned:
     call: Call | None  # None when the request was passed through untouched
     messages: list[BaseMessage]
     tools: list[Any]
-    reply: AIMessage | None = None  # set inside ``_Engine.call``; stored when the block ends
+    # set inside ``_Engine.call`` (by a stream, as its chunks arrive); stored when the block ends
+    reply: AIMessage | None = None
 
 
 def _tool_name(tool: Any) -> str | None:
@@ -152,7 +160,8 @@ class _Engine:
     """What the middleware and the wrapper share: convert, prepare, map back, finish.
 
     ``call`` / ``call_sync`` own the lifecycle (as ``Hygiene.call`` does for OpenAI dicts):
-    the block sets ``cleaned.reply``; leaving it stores the reply, raising fails the call.
+    the block sets ``cleaned.reply``; leaving it stores the reply, raising fails the call
+    (or, once a streamed reply has begun, stores it as ``partial``; see ``fail``).
     """
 
     def __init__(self, hygiene: Hygiene, *, tenant: str | None, policy: str | None,
@@ -243,7 +252,9 @@ class _Engine:
         log.warning("agentmem passed the request through unchanged: %s", error)
         return _Cleaned(None, messages, tools)
 
-    async def finish(self, cleaned: _Cleaned, reply: AIMessage | None) -> None:
+    async def finish(self, cleaned: _Cleaned, reply: AIMessage | None, *,
+                     partial: str | None = None) -> None:
+        """Store the reply; ``partial`` is the reason a streamed one is incomplete."""
         if cleaned.call is None:
             return
         try:
@@ -251,14 +262,23 @@ class _Engine:
         except (ValueError, TypeError, NotImplementedError) as error:
             log.warning("the reply could not be stored: %s", error)
             stored = None  # still store the request's turns and release the session
-        await cleaned.call.finish(stored)
+        await cleaned.call.finish(stored, partial=partial is not None, error=partial)
         _stamp(reply, cleaned.call)
         self._report(cleaned.call)
 
     async def fail(self, cleaned: _Cleaned, error: BaseException) -> None:
-        if cleaned.call is not None:
-            await cleaned.call.fail(error)
-            self._report(cleaned.call)
+        """The block raised. A stream cut after its first chunk keeps what arrived, marked
+        ``partial`` with the reason, as ``agentmem.streaming`` stores a cut stream (the caller
+        leaving raises GeneratorExit or CancelledError, which are not ``Exception``)."""
+        if cleaned.call is None:
+            return
+        if cleaned.reply is not None:
+            reason = (f"the provider stream failed: {error}" if isinstance(error, Exception)
+                      else CLIENT_DISCONNECTED)
+            await self.finish(cleaned, cleaned.reply, partial=reason)
+            return
+        await cleaned.call.fail(error)
+        self._report(cleaned.call)
 
     def _report(self, call: Call) -> None:
         if self.on_report is not None:
@@ -339,10 +359,6 @@ class AgentmemMiddleware(AgentMiddleware):
 
 # -- older code: a chat-model wrapper -----------------------------------------------------------
 
-_RUN_SESSION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "agentmem_langchain_session", default=None)
-
-
 def _child_config(run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None
                   ) -> RunnableConfig | None:
     """Callbacks that nest the wrapped model's run under ours, so traces show both what the
@@ -356,6 +372,34 @@ def _child_config(run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerFo
     manager.add_tags(run_manager.inheritable_tags)
     manager.add_metadata(run_manager.inheritable_metadata)
     return {"callbacks": manager}
+
+
+def _relay_config(run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None
+                  ) -> RunnableConfig:
+    """The wrapped model's config when this run relays its tokens: nested under this run where
+    LangChain passes the run manager, and tagged ``nostream`` so that LangGraph's messages mode,
+    which gets each token from this run, does not get it again from the wrapped model's."""
+    config = _child_config(run_manager) or ensure_config()
+    return {**config, "tags": [*(config.get("tags") or ()), "nostream"]}
+
+
+def _as_chunk(message: Any) -> AIMessageChunk:
+    """A streamed piece as a chunk: a model that cannot stream yields its whole reply."""
+    if isinstance(message, AIMessageChunk):
+        return message
+    return AIMessageChunk(**message.model_dump(exclude={"type"}))
+
+
+def _closing_chunk(last: AIMessageChunk | None, reply: AIMessage | None) -> ChatGenerationChunk:
+    """A stream's last chunk (the wrapped model's own, held back until the reply is stored)
+    carrying what ``_stamp`` put on the reply, so the merged stream has it as ``invoke`` does."""
+    if last is None:
+        empty = "" if reply is None or isinstance(reply.content, str) else []
+        last = AIMessageChunk(content=empty, chunk_position="last")
+    stamp = reply.response_metadata.get("agentmem") if reply is not None else None
+    if stamp is not None:
+        last.response_metadata = {**last.response_metadata, "agentmem": stamp}
+    return ChatGenerationChunk(message=last)
 
 
 class AgentmemChatModel(BaseChatModel):
@@ -394,29 +438,47 @@ class AgentmemChatModel(BaseChatModel):
         extra = {**kwargs, **({"tool_choice": tool_choice} if tool_choice is not None else {})}
         return self.model_copy(update={"bound_tools": list(tools), "tool_kwargs": extra})
 
-    # The thread id lives in the config of invoke(), which _generate does not see.
+    # The thread id lives in the config of invoke() / stream(), which _generate / _stream do
+    # not see: a copy of the wrapper carries it as its session (a stream's body runs after
+    # stream() has returned, so a context variable could not).
+    def _for_run(self, config: RunnableConfig | None) -> AgentmemChatModel:
+        thread = None if self.session_id else _thread_of(ensure_config(config))
+        return self.model_copy(update={"session_id": thread}) if thread else self
+
     def invoke(self, input: LanguageModelInput, config: RunnableConfig | None = None,
                **kwargs: Any) -> AIMessage:
-        token = _RUN_SESSION.set(_thread_of(ensure_config(config)))
-        try:
-            return super().invoke(input, config, **kwargs)
-        finally:
-            _RUN_SESSION.reset(token)
+        return super(AgentmemChatModel, self._for_run(config)).invoke(input, config, **kwargs)
 
     async def ainvoke(self, input: LanguageModelInput, config: RunnableConfig | None = None,
                       **kwargs: Any) -> AIMessage:
-        token = _RUN_SESSION.set(_thread_of(ensure_config(config)))
-        try:
-            return await super().ainvoke(input, config, **kwargs)
-        finally:
-            _RUN_SESSION.reset(token)
+        return await super(AgentmemChatModel, self._for_run(config)).ainvoke(input, config,
+                                                                              **kwargs)
+
+    def stream(self, input: LanguageModelInput, config: RunnableConfig | None = None,
+               **kwargs: Any) -> Iterator[AIMessageChunk]:
+        return super(AgentmemChatModel, self._for_run(config)).stream(input, config, **kwargs)
+
+    def astream(self, input: LanguageModelInput, config: RunnableConfig | None = None,
+                **kwargs: Any) -> AsyncIterator[AIMessageChunk]:
+        return super(AgentmemChatModel, self._for_run(config)).astream(input, config, **kwargs)
+
+    # invoke() keeps _generate even when a callback streams (LangGraph's messages mode): the
+    # wrapped model, nested under this run, streams to that callback itself, and tokens relayed
+    # from _stream as well would reach it twice. stream() / astream() pass stream=True.
+    def _should_stream(self, *, async_api: bool, **kwargs: Any) -> bool:
+        return bool(kwargs.get("stream")) and super()._should_stream(async_api=async_api,
+                                                                     **kwargs)
+
+    def _should_use_protocol_streaming(self, *, async_api: bool, **kwargs: Any) -> bool:
+        return bool(kwargs.get("stream")) and super()._should_use_protocol_streaming(
+            async_api=async_api, **kwargs)
 
     def _engine(self) -> _Engine:
         return _Engine(self.hygiene, tenant=self.tenant, policy=self.policy, strict=self.strict,
                        on_report=self.on_report)
 
     def _request_of(self, messages: list[BaseMessage]) -> dict[str, Any]:
-        session = self.session_id or _RUN_SESSION.get() or _thread_of(ensure_config())
+        session = self.session_id or _thread_of(ensure_config())
         return {"messages": messages, "tools": self.bound_tools, "model": _model_name(self.model),
                 "tool_choice": self.tool_kwargs.get("tool_choice"), "session_id": session}
 
@@ -444,3 +506,36 @@ class AgentmemChatModel(BaseChatModel):
                                                        **kwargs)
             cleaned.reply = reply
         return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    # Streaming: the same hygiene as above; each chunk is passed on as it arrives and added to
+    # ``cleaned.reply``, so a stream the caller leaves (or the provider breaks) is stored as
+    # ``partial``. The closing chunk waits for the store and carries ``agentmem`` metadata.
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: CallbackManagerForLLMRun | None = None,
+                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        config, reply, last = _relay_config(run_manager), None, None
+        with self._engine().call_sync(**self._request_of(messages)) as cleaned:
+            for chunk in self._inner(cleaned).stream(cleaned.messages, config, stop=stop,
+                                                     **kwargs):
+                chunk = _as_chunk(chunk)
+                cleaned.reply = reply = chunk if reply is None else reply + chunk
+                if chunk.chunk_position == "last":
+                    last = chunk
+                else:
+                    yield ChatGenerationChunk(message=chunk)
+        yield _closing_chunk(last, cleaned.reply)
+
+    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
+                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        config, reply, last = _relay_config(run_manager), None, None
+        async with self._engine().call(**self._request_of(messages)) as cleaned:
+            async for chunk in self._inner(cleaned).astream(cleaned.messages, config, stop=stop,
+                                                            **kwargs):
+                chunk = _as_chunk(chunk)
+                cleaned.reply = reply = chunk if reply is None else reply + chunk
+                if chunk.chunk_position == "last":
+                    last = chunk
+                else:
+                    yield ChatGenerationChunk(message=chunk)
+        yield _closing_chunk(last, cleaned.reply)

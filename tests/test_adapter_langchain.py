@@ -9,10 +9,18 @@ import uuid
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
 
 from agentmem import Hygiene
 from agentmem.adapters.langchain import (
@@ -79,13 +87,16 @@ def hygiene(tmp_path_factory):
     engine.close()
 
 
-def _stored_roles(hygiene: Hygiene, session: str) -> list[str]:
+def _stored_turns(hygiene: Hygiene, session: str) -> list:
     """Read the session back on the engine's private loop (its store is per event loop)."""
-    async def roles() -> list[str]:
-        turns = await hygiene.store().active_turns(SessionHandle(hygiene.tenant, session))
-        return [turn.role for turn in turns]
+    async def turns() -> list:
+        return await hygiene.store().active_turns(SessionHandle(hygiene.tenant, session))
 
-    return hygiene.run_sync(roles())
+    return hygiene.run_sync(turns())
+
+
+def _stored_roles(hygiene: Hygiene, session: str) -> list[str]:
+    return [turn.role for turn in _stored_turns(hygiene, session)]
 
 
 ASK = 'What is the weather in Paris? [[tool:get_weather {"query": "Paris"}]]'
@@ -212,3 +223,128 @@ def test_wrapped_chat_model_withholds_a_recurring_unsupported_claim(upstream, re
     sent = json.dumps(received.requests()[-1]["messages"])
     assert "Maple Street" not in sent  # every repetition withheld
     assert "shipped with UPS" in sent and "Bring your ID." in sent
+
+
+STORY = "Tell me about the tides of the North Sea"
+CUT = "the client disconnected before the stream ended"
+
+
+def _check_stream(chunks: list[AIMessageChunk], reports: list[Report], hygiene: Hygiene,
+                  session: str) -> None:
+    """Tokens came as they arrived, the closing chunk carries the call's summary, and the
+    session stored the reply the caller put together."""
+    assert len([c for c in chunks if c.content]) > 1
+    text = "".join(str(c.content) for c in chunks)
+    assert text == f"echo: {STORY}"
+    [report] = reports
+    assert report.status == "ok" and report.session_id == session
+    assert [c.chunk_position for c in chunks] == [None] * (len(chunks) - 1) + ["last"]
+    merged = sum(chunks[1:], chunks[0])
+    assert merged.response_metadata["agentmem"]["report_id"] == report.id
+    turns = _stored_turns(hygiene, session)
+    assert [(t.role, t.message["content"], t.partial) for t in turns] == [
+        ("user", STORY, False), ("assistant", text, False)]
+
+
+def test_wrapped_chat_model_streams_and_stores_the_reply(upstream, received, hygiene):
+    reports: list[Report] = []
+    thread = f"wrap-s-{uuid.uuid4().hex[:10]}"
+    model = AgentmemChatModel(model=_chat(upstream), hygiene=hygiene, policy="default",
+                              on_report=reports.append)
+    chunks: list[AIMessageChunk] = []
+    for chunk in model.stream([HumanMessage(STORY)], {"configurable": {"thread_id": thread}}):
+        assert chunks or not reports  # the first chunk comes before the call is stored
+        chunks.append(chunk)
+    _check_stream(chunks, reports, hygiene, thread)
+
+
+async def test_wrapped_chat_model_astreams_and_stores_the_reply(upstream, received, hygiene):
+    reports: list[Report] = []
+    thread = f"wrap-a-{uuid.uuid4().hex[:10]}"
+    model = AgentmemChatModel(model=_chat(upstream), hygiene=hygiene, policy="default",
+                              on_report=reports.append)
+    history: list = [HumanMessage(STORY)]
+    chunks: list[AIMessageChunk] = []
+    async for chunk in model.astream(history, {"configurable": {"thread_id": thread}}):
+        assert chunks or not reports
+        chunks.append(chunk)
+    _check_stream(chunks, reports, hygiene, thread)
+    # the reply the caller assembled is the one stored: the next call's prefix matches
+    history += [sum(chunks[1:], chunks[0]), HumanMessage("And the Baltic?")]
+    await model.ainvoke(history, {"configurable": {"thread_id": thread}})
+    assert reports[1].ingest.stored_turns == 2 and reports[1].ingest.diverged_at is None
+
+
+def test_wrapped_chat_model_stores_a_stream_left_early_as_partial(upstream, received, hygiene):
+    """As agentmem.streaming stores a cut stream: what arrived, ``partial``, with the reason;
+    and the session is free for the next call."""
+    reports: list[Report] = []
+    session = f"wrap-p-{uuid.uuid4().hex[:10]}"
+    model = AgentmemChatModel(model=_chat(upstream), hygiene=hygiene, policy="default",
+                              session_id=session, on_report=reports.append)
+    seen = ""
+    for chunk in model.stream([HumanMessage(STORY)]):
+        seen += str(chunk.content)
+        if seen:
+            break
+    assert seen == "echo:" and reports[0].status == "partial" and reports[0].error == CUT
+    last = _stored_turns(hygiene, session)[-1]
+    assert (last.role, last.message["content"], last.partial, last.error) == ("assistant", seen, True, CUT)
+    # the provider breaking off mid-stream: the same, with the provider's reason
+    with pytest.raises(Exception, match="incomplete"):
+        for _ in model.stream([HumanMessage(f"{STORY} [[cut:3]]")]):
+            pass
+    last = _stored_turns(hygiene, session)[-1]
+    assert last.partial and last.message["content"] == "echo: Tell"
+    assert reports[1].status == "partial" and reports[1].error.startswith("the provider stream failed")
+
+
+async def test_wrapped_chat_model_stores_an_astream_left_early_as_partial(upstream, received,
+                                                                            hygiene):
+    reports: list[Report] = []
+    session = f"wrap-ap-{uuid.uuid4().hex[:10]}"
+    model = AgentmemChatModel(model=_chat(upstream), hygiene=hygiene, policy="default",
+                              session_id=session, on_report=reports.append)
+    stream = model.astream([HumanMessage(STORY)])
+    async for chunk in stream:
+        if chunk.content:
+            break
+    await stream.aclose()
+    # the next call waits for the session's lock, then goes on from what the caller saw
+    await model.ainvoke([HumanMessage(STORY), AIMessage(chunk.content), HumanMessage("Go on")])
+    assert [(r.status, r.error) for r in reports] == [("partial", CUT), ("ok", None)]
+    turns = _stored_turns(hygiene, session)
+    assert [(t.role, t.message["content"], t.partial) for t in turns][:2] == [
+        ("user", STORY, False), ("assistant", "echo:", True)]
+
+
+class _ChatRuns(BaseCallbackHandler):
+    """(run id, parent run id) of each chat-model run, in start order."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple] = []
+
+    def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None, **kwargs):
+        self.runs.append((run_id, parent_run_id))
+
+
+def test_wrapped_chat_model_in_a_graph_streams_each_token_once(upstream, received, hygiene):
+    """LangGraph's messages mode gets each token once, not from both the wrapper and the model
+    it wraps: in an agent (which invokes the model) and in a node that streams it. The agent's
+    call stays an invoke: the wrapped model's run is nested under the wrapper's in traces."""
+    model = AgentmemChatModel(model=_chat(upstream), hygiene=hygiene, policy="default")
+
+    def node(state: MessagesState) -> dict:
+        return {"messages": [sum(model.stream(state["messages"]), AIMessageChunk(content=""))]}
+
+    graphs = [create_agent(model, []),
+              StateGraph(MessagesState).add_node("n", node).add_edge(START, "n").compile()]
+    runs = [_ChatRuns() for _ in graphs]
+    for graph, recorder in zip(graphs, runs):
+        config = {"configurable": {"thread_id": f"wrap-g-{uuid.uuid4().hex[:10]}"},
+                  "callbacks": [recorder]}
+        tokens = [chunk.content for chunk, _ in graph.stream(
+            {"messages": [HumanMessage(STORY)]}, config, stream_mode="messages")]
+        assert len([t for t in tokens if t]) > 1 and "".join(tokens) == f"echo: {STORY}"
+    [(wrapper, _), (_, parent)] = runs[0].runs
+    assert parent == wrapper
