@@ -42,7 +42,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +51,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from agentmem import Call, Hygiene, Policy
 from agentmem.api import reply_message
+from agentmem.config import TENANT_PATTERN
 from agentmem.errors import AgentmemError
 from agentmem.models.runtime import run_inference
 from agentmem.policy import preset_names
@@ -59,7 +59,6 @@ from agentmem.streaming import CLIENT_DISCONNECTED
 
 log = logging.getLogger("agentmem.litellm_proxy")
 
-TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:@+=-]{1,200}$")
 _CHAT_CALL_TYPES = frozenset({"completion", "acompletion"})
 # The request fields the engine reads or rewrites; LiteLLM's own keys stay out of its view.
 _BODY_KEYS = ("model", "messages", "tools", "tool_choice", "functions", "function_call",

@@ -25,7 +25,7 @@ from typing import Any
 
 from redis.exceptions import LockError
 
-from agentmem.config import Settings
+from agentmem.config import TENANT_PATTERN, TENANT_RULE, Settings, checked_tenant
 from agentmem.errors import HygieneUnavailable, InvalidRequest
 from agentmem.identity import session_id_for
 from agentmem.ingest import (
@@ -98,7 +98,7 @@ class Hygiene:
 
             configure(self.settings.model_runtime)
         self.policy = load_policy(policy or self.settings.policy)
-        self.tenant = tenant
+        self.tenant = checked_tenant(tenant)
         self.connector = RedisConnector(self.settings.redis_url, directory=self.settings.data_dir)
         self.embedder = embedder or default_embedder()
         self.upstream: Upstream = upstream or LitellmUpstream(self.settings.route)
@@ -353,7 +353,10 @@ class Hygiene:
         started = time.perf_counter()
         parse_chat_request(body, check_structure=not stateful)
         policy = self.policy_named(policy)
-        handle = SessionHandle(tenant or self.tenant, session_id_for(body, session_id))
+        tenant = tenant or self.tenant
+        if not TENANT_PATTERN.match(tenant):
+            raise InvalidRequest(f"tenant {tenant!r}: a tenant name is {TENANT_RULE}", param="tenant")
+        handle = SessionHandle(tenant, session_id_for(body, session_id))
         if stateful and session_id is None and not (body.get("metadata") or {}).get("session_id"):
             raise InvalidRequest("stateful mode needs an explicit session id "
                                  "(X-Session-Id or metadata.session_id)", param="session_id")

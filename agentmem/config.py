@@ -9,11 +9,20 @@ and base URLs are read by litellm from its usual variables (``OPENAI_API_KEY``,
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from agentmem.errors import ModelNotFound, PolicyError
 
@@ -52,6 +61,28 @@ def yaml_problem(error: yaml.YAMLError) -> str:
     return f"invalid YAML{where}: {problem}"
 
 
+# A tenant name has no ':' (it joins tenant and session in a session's Redis hash tag, so
+# tenants "acme" and "acme:payroll" would share keys) and no '=' (it ends a key in
+# AGENTMEM_API_KEYS).
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._@+-]{1,200}$")
+TENANT_RULE = "1-200 letters, digits and . _ @ + - (no ':' or '=')"
+
+
+def checked_tenant(name: Any) -> Any:
+    if not isinstance(name, str) or not TENANT_PATTERN.match(name):
+        raise ValueError(f"tenant {name!r}: a tenant name is {TENANT_RULE}")
+    return name
+
+
+def _key_and_tenant(entry: str) -> tuple[str, str]:
+    """``KEY=TENANT`` split at the last ``=`` (a tenant name has none; a key may, as base64
+    padding does); an entry that ends in ``=`` or has none is a key of the default tenant."""
+    key, _, tenant = entry.strip().rpartition("=")
+    if not key or not tenant.strip():
+        return entry.strip(), "default"
+    return key.strip(), tenant.strip()
+
+
 def yaml_preset_name(value: Any) -> Any:
     """YAML reads an unquoted ``off`` (the preset) as ``false``: take it as the name meant."""
     return "off" if value is False else value
@@ -63,7 +94,7 @@ class Settings(BaseModel):
     policy: Annotated[str, BeforeValidator(yaml_preset_name)] = "default"
     redis_url: str | None = None
     data_dir: Path | None = None
-    api_keys: dict[str, str] = Field(
+    api_keys: dict[str, Annotated[str, AfterValidator(checked_tenant)]] = Field(
         default_factory=dict, description="Proxy API key -> tenant name. Empty: no auth, one tenant.")
     models: list[ModelRoute] = Field(default_factory=list)
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
@@ -76,7 +107,7 @@ class Settings(BaseModel):
     policy_dirs: list[Path] = Field(
         default_factory=list, description="Folders of the operator's own policy files: a client "
         "may name one (file name without .yaml) in X-Agentmem-Policy, as it names a preset.")
-    default_tenant: str = "default"
+    default_tenant: Annotated[str, AfterValidator(checked_tenant)] = "default"
     model_runtime: Literal["auto", "torch", "onnx"] = Field(
         "auto", description="Where the models run: 'torch', 'onnx' (ONNX Runtime, no torch "
         "needed), or 'auto': torch when it is installed, else onnx. 'auto' defers to "
@@ -107,9 +138,8 @@ class Settings(BaseModel):
         if env.get("AGENTMEM_DATA_DIR"):
             data["data_dir"] = env["AGENTMEM_DATA_DIR"]
         if env.get("AGENTMEM_API_KEYS"):  # "key1=tenant1,key2=tenant2"
-            pairs = [p.split("=", 1) for p in env["AGENTMEM_API_KEYS"].split(",") if p.strip()]
-            data["api_keys"] = {k.strip(): (v.strip() if len(p) > 1 else "default")
-                                for p in pairs for k, v in [(p[0], p[-1])]}
+            data["api_keys"] = dict(_key_and_tenant(entry)
+                                    for entry in env["AGENTMEM_API_KEYS"].split(",") if entry.strip())
         data.update({k: v for k, v in overrides.items() if v is not None})
         try:
             return cls.model_validate(data)

@@ -260,3 +260,31 @@ async def test_after_reply_work_is_counted_until_it_is_done(data_dir):
     finally:
         await engine.aclose()
         engine.connector.close()
+
+
+def test_a_tenant_name_cannot_reach_into_another_tenants_keys(monkeypatch, tmp_path):
+    """A session's Redis keys join tenant and session with ':', so tenant "acme:payroll" with
+    session "salaries" and tenant "acme" with session "payroll:salaries" named the same keys:
+    one tenant could read, continue and delete the other's session. A tenant name may not hold
+    ':' (or '=', which ends a key in AGENTMEM_API_KEYS): refused when the settings load, and by
+    the library; a base64 key's '=' padding is still part of the key."""
+    from agentmem import Hygiene
+    from agentmem.config import Settings
+    from agentmem.errors import InvalidRequest, PolicyError
+
+    with pytest.raises(PolicyError, match="acme:payroll"):
+        Settings.load(api_keys={"k1": "acme", "k2": "acme:payroll"}, data_dir=tmp_path)
+    with pytest.raises(PolicyError, match="team a"):
+        Settings.load(api_keys={"k1": "team a"}, data_dir=tmp_path)
+    monkeypatch.setenv("AGENTMEM_API_KEYS", "abc==,c2stMQ===team-1, plain=acme")
+    assert Settings.load(data_dir=tmp_path).api_keys == {
+        "abc==": "default", "c2stMQ==": "team-1", "plain": "acme"}
+    with pytest.raises(ValueError, match="no ':'"):
+        Hygiene("off", data_dir=str(tmp_path), tenant="acme:payroll")
+    engine = Hygiene("off", data_dir=str(tmp_path))
+    try:
+        with pytest.raises(InvalidRequest, match="no ':'"):
+            engine.run_sync(engine.prepare({"model": "echo", "messages": [
+                {"role": "user", "content": "hi"}]}, tenant="acme:payroll", session_id="s"))
+    finally:
+        engine.close()

@@ -11,8 +11,8 @@ import hmac
 
 from fastapi import Request
 
+from agentmem.config import TENANT_PATTERN
 from agentmem.errors import AuthenticationFailed
-from agentmem.store.keys import ID_PATTERN
 
 
 async def tenant_of(request: Request) -> str:
@@ -30,7 +30,7 @@ async def tenant_of(request: Request) -> str:
                                    "(or 'x-api-key: <key>').", code="missing_api_key")
     for key, tenant in settings.api_keys.items():
         if hmac.compare_digest(key.encode(), token.strip().encode()):
-            if not ID_PATTERN.match(tenant):
+            if not TENANT_PATTERN.match(tenant):  # also refused when the settings load
                 raise AuthenticationFailed("This key's tenant name is not valid.")
             return tenant
     raise AuthenticationFailed("Invalid proxy API key.", code="invalid_api_key")
