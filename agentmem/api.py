@@ -398,7 +398,11 @@ class Hygiene:
             except StoreUnavailable as error:
                 if stateful:
                     raise HygieneUnavailable(f"stateful mode needs the session store: {error}") from None
-                call.fault(f"session store unavailable ({error}); request sent unchanged")
+                # the client learns the kind of fault; the log gets the detail (the server's
+                # Redis address is not the client's business)
+                kind = str(error).partition(":")[0]
+                call.fault(f"session store unavailable ({kind}); request sent unchanged",
+                           detail=str(error))
                 await call.release()
                 call.store, call.lock = None, None
         call.history = history
@@ -555,11 +559,13 @@ class Call:
         if self.state is CallState.PREPARED:
             self.state = CallState.STREAMING
 
-    def fault(self, message: str) -> None:
-        """Something of ours failed: the policy picks between a warning and a 503."""
+    def fault(self, message: str, *, detail: str | None = None) -> None:
+        """Something of ours failed: the policy picks between a warning and a 503. ``detail``
+        goes to the server's log only."""
         if self.policy.on_fault == "error":
             raise HygieneUnavailable(message)
-        log.warning("session %s: %s", self.handle.session_id, message)
+        log.warning("session %s: %s%s", self.handle.session_id, message,
+                    f" ({detail})" if detail else "")
         self.report.warnings.append(message)
 
     async def position_tokens(self) -> list[int] | None:

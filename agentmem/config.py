@@ -83,6 +83,17 @@ def _key_and_tenant(entry: str) -> tuple[str, str]:
     return key.strip(), tenant.strip()
 
 
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+
+
+def redacted_url(url: str) -> str:
+    """The URL with its password (and user) hidden, for banners, logs and warnings."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    return f"{scheme}://***@{rest.split('@', 1)[1]}"
+
+
 def yaml_preset_name(value: Any) -> Any:
     """YAML reads an unquoted ``off`` (the preset) as ``false``: take it as the name meant."""
     return "off" if value is False else value
@@ -93,6 +104,27 @@ class Settings(BaseModel):
 
     policy: Annotated[str, BeforeValidator(yaml_preset_name)] = "default"
     redis_url: str | None = None
+
+    @field_validator("redis_url")
+    @classmethod
+    def _a_redis_url(cls, value: str | None) -> str | None:
+        """A URL whose scheme no Redis client takes is a configuration mistake, refused at
+        start (an unreachable Redis is a fault at run time, served by passthrough)."""
+        if value is None:
+            return value
+        if "://" not in value or value.split("://", 1)[0].lower() not in REDIS_SCHEMES:
+            raise ValueError(f"expected a URL starting {', '.join(s + '://' for s in REDIS_SCHEMES)}"
+                             f", got {redacted_url(value)!r}")
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _one_route_a_name(cls, value: list[ModelRoute]) -> list[ModelRoute]:
+        names = [route.name for route in value]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"each model name is routed once; given more than once: {twice}")
+        return value
     data_dir: Path | None = None
     api_keys: dict[str, Annotated[str, AfterValidator(checked_tenant)]] = Field(
         default_factory=dict, description="Proxy API key -> tenant name. Empty: no auth, one tenant.")

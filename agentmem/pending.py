@@ -26,12 +26,14 @@ import contextlib
 import functools
 import logging
 import math
+import re
 import socket
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentmem.errors import PolicyError
 from agentmem.policy import Policy, preset_names
 from agentmem.store import SessionStore, StoreUnavailable, owner
 from agentmem.store.sessions import _wrap_errors
@@ -45,6 +47,7 @@ LEASE_S = 15.0  # a server that stops renewing for this long is taken for dead
 ADOPT_EVERY_S = 5.0  # how often a server looks for orphaned jobs
 ADOPT_BATCH = 200  # jobs moved per script run (one script must not hold Redis long)
 _BASE = "agentmem:{jobs}"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # a policy file name, never a path
 SERVERS_KEY = f"{_BASE}:servers"
 
 
@@ -70,7 +73,7 @@ class AfterReplyJob:
     tenant: str
     session_id: str
     turn_ids: tuple[int, ...]
-    policy: str  # the policy's name: the server's own, or a preset
+    policy: str  # the policy's name: the server's own, a preset, or one of its policy_dirs
     ttl: int = 0  # the session's TTL in seconds (0: none), for a policy no longer known
 
     def fields(self) -> dict[str, str]:
@@ -296,9 +299,32 @@ class AfterReplyWork:
             return self.hygiene.policy
         if job.policy in preset_names():
             return self.hygiene.policy_named(job.policy)
+        served = self._from_policy_dirs(job.policy)
+        if served is not None:
+            return served
         log.warning("session %s: policy %r is not known here; redoing the embeddings only",
                     job.session_id, job.policy)
         return Policy(name=job.policy, stages=[], ttl_seconds=job.ttl if job.ttl >= 60 else None)
+
+    def _from_policy_dirs(self, name: str) -> Policy | None:
+        """The operator's policy file (``policy_dirs``) whose policy has this name: clients
+        pick one by file name, and the job recorded the policy's own name (usually the same;
+        else the folders' files are read to find it)."""
+        if not _PLAIN_NAME.fullmatch(name) or ".." in name:
+            return None
+        folders = self.hygiene.settings.policy_dirs
+        named = [folder / f"{name}.yaml" for folder in folders]
+        others = [path for folder in folders if folder.is_dir()
+                  for path in sorted(folder.glob("*.yaml")) if path not in named]
+        for path in [*named, *others]:
+            if path.is_file():
+                try:
+                    found = self.hygiene.policy_named(str(path))
+                except PolicyError:
+                    continue
+                if found.name == name:
+                    return found
+        return None
 
     # -- stopping ------------------------------------------------------------------------------
 

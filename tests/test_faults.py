@@ -194,6 +194,8 @@ def test_redis_down_passes_through_with_warning(upstream, received, tmp_path, re
             extra_headers={"X-Session-Id": "r1"})
         assert raw.parse().choices[0].message.content == "echo: still there?"
         assert "session store unavailable" in raw.headers["x-agentmem-warning"]
+        # the kind of fault, not the server's Redis address
+        assert str(redis.port) not in raw.headers["x-agentmem-warning"]
         assert received.requests()[-1]["messages"][-1]["content"] == "still there?"
         assert httpx.get(f"{proxy.url}/healthz").json()["status"] == "degraded"
         assert httpx.get(f"{proxy.url}/v1/sessions/r1").status_code == 503

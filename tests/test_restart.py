@@ -189,3 +189,30 @@ def test_the_warm_up_pays_litellms_first_call_cost():
     took = float(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                                 check=True).stdout.strip().splitlines()[-1])
     assert took < 0.5, f"litellm's first call after the warm-up took {took:.2f} s"
+
+
+def test_a_job_under_an_operators_policy_file_is_redone_with_that_policy(tmp_path):
+    """A restarted server redoes a job with the policy its call ran under, also when that is a
+    file of the server's ``policy_dirs`` (found by file name, or by the name inside the file);
+    a name it does not serve still gets the embeddings only, and a path is never read."""
+    from agentmem.config import Settings
+    from agentmem.pending import AfterReplyJob, AfterReplyWork
+
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text("extends: default\nname: mine\ntools:\n  max_tools: 3\n")
+    (folder / "other-file.yaml").write_text("extends: default\nname: renamed\n")
+    engine = Hygiene("off", settings=Settings(data_dir=tmp_path / "data", policy_dirs=[folder]))
+    try:
+        work = AfterReplyWork(engine)
+
+        def redone_with(policy: str):
+            return work.policy_for(AfterReplyJob("default", "s", (1,), policy))
+
+        mine = redone_with("mine")
+        assert mine.name == "mine" and mine.tools.max_tools == 3 and "quarantine" in mine.stages
+        assert redone_with("renamed").name == "renamed" and redone_with("renamed").stages
+        assert redone_with("nobody").stages == []
+        assert redone_with("../policies/mine").stages == []
+    finally:
+        engine.close()

@@ -46,6 +46,8 @@ from redis.asyncio.cluster import RedisCluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from agentmem.config import redacted_url
+
 log = logging.getLogger("agentmem.store")
 
 DEFAULT_DATA_DIR = Path.home() / ".agentmem"
@@ -275,7 +277,7 @@ class RedisConnector:
 
     @property
     def description(self) -> str:
-        return self.url or f"embedded redis in {self._dir()}"
+        return redacted_url(self.url) if self.url else f"embedded redis in {self._dir()}"
 
     def _dir(self) -> Path:
         return (self.directory or data_dir()).expanduser()
