@@ -11,13 +11,16 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 
 from agentmem.bench.cli import bench_app
 from agentmem.train.cli import DEFAULT_DATA, train_app
+
+if TYPE_CHECKING:
+    from agentmem.config import Settings
 
 # rich_markup_mode=None: help text is shown as written (rich markup would eat "[[tool:...]]")
 app = typer.Typer(help="agentmem: context hygiene for LLM calls.", no_args_is_help=True,
@@ -35,6 +38,14 @@ console = Console()
 
 
 LOCAL_CONFIG = "agentmem.yaml"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
+
+# The store commands read the deployment's settings as ``serve`` does: --config, else
+# AGENTMEM_CONFIG, else ./agentmem.yaml; --redis-url (or AGENTMEM_REDIS_URL) over the file.
+CONFIG = typer.Option(None, "--config", exists=True, dir_okay=False,
+                      help="Settings file (default: AGENTMEM_CONFIG, else ./agentmem.yaml).")
+REDIS_URL = typer.Option(None, "--redis-url", help="The deployment's Redis (default: the "
+                         "settings', else the embedded one in the data folder).")
 
 
 def main() -> None:
@@ -66,6 +77,8 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     read when present and no --config or AGENTMEM_CONFIG is given)."""
     if log_format not in {"text", "json"}:
         raise typer.BadParameter("use 'text' or 'json'", param_hint="--log-format")
+    if log_level.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"use one of {', '.join(LOG_LEVELS)}", param_hint="--log-level")
     if verbose:
         os.environ["AGENTMEM_VERBOSE"] = "1"
     if config is None and not os.environ.get("AGENTMEM_CONFIG") and Path(LOCAL_CONFIG).is_file():
@@ -75,13 +88,15 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
 
     import uvicorn
 
-    from agentmem.config import Settings
+    from agentmem.config import Settings, redacted_url
     from agentmem.metrics import configure_logging
+    from agentmem.models.runtime import switch_interval_s
     from agentmem.policy import load_policy
     from agentmem.proxy import create_app
 
     configure_logging(log_format, log_level)
     settings = Settings.load(config, policy=policy, redis_url=redis_url)
+    switch_interval_s()  # AGENTMEM_SWITCH_INTERVAL_MS checked now, not in the app's start-up
     load_policy(settings.policy)  # a bad policy is one line before the banner, not after
     from agentmem.models.backend import configure as configure_runtime
     from agentmem.models.backend import runtime_for
@@ -90,7 +105,8 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
         configure_runtime(settings.model_runtime)
     base = f"http://{host}:{port}"
     banner = (f"agentmem on {base}/v1  policy={settings.policy}  models={runtime_for(None)}  "
-              f"store={settings.redis_url or 'embedded'}" + (f"  workers={workers}" if workers > 1 else "")
+              f"store={redacted_url(settings.redis_url) if settings.redis_url else 'embedded'}"
+              + (f"  workers={workers}" if workers > 1 else "")
               + f"\n  inspect: {base}/ui   metrics: {base}/metrics   health: {base}/healthz")
     if log_format == "json":
         logging.getLogger("agentmem").warning(" ".join(banner.split()), extra={"agentmem": {
@@ -119,14 +135,29 @@ def _serve_workers(workers: int, listener: socket.socket, config: Path | None,
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
+    from agentmem.metrics import WorkerMetrics, pass_logging_to_workers
+
     for name, value in (("AGENTMEM_CONFIG", config), ("AGENTMEM_POLICY", policy),
                         ("AGENTMEM_REDIS_URL", redis_url)):
         if value is not None:
             os.environ[name] = str(value)
+    pass_logging_to_workers(log_format, log_level)  # per-call lines, --log-format, in workers
+    # /metrics sums every worker's counters (prometheus_client's multiprocess mode) in a fresh
+    # private directory of this run's, removed when the supervisor ends.
+    shared = WorkerMetrics()
+
+    class Supervisor(Multiprocess):
+        def keep_subprocess_alive(self) -> None:  # each 0.5 s: replaced workers are dead
+            super().keep_subprocess_alive()
+            shared.workers_now(process.pid for process in self.processes)
+
     supervisor = uvicorn.Config("agentmem.proxy.app:app_from_environment", factory=True,
                                 workers=workers, log_level=log_level, timeout_graceful_shutdown=5,
                                 **_log_config(log_format))
-    Multiprocess(supervisor, sockets=[listener]).run()
+    try:
+        Supervisor(supervisor, sockets=[listener]).run()
+    finally:
+        shared.close()
     _exit_now(0)
 
 
@@ -179,6 +210,7 @@ def _exit_now(code: int) -> NoReturn:
 
 @app.command()
 def inspect(session_id: str, tenant: str = typer.Option("default"),
+            config: Path | None = CONFIG, redis_url: str | None = REDIS_URL,
             call: str | None = typer.Option(None, help="Which call's decisions to lay over the "
                                                "turns: its number (1 = first) or report id prefix; "
                                                "default the latest.")):
@@ -186,7 +218,8 @@ def inspect(session_id: str, tenant: str = typer.Option("default"),
     from agentmem.inspection import load_view, pick_report, render
     from agentmem.store import SessionHandle
 
-    view = _run(_with_store(lambda store: load_view(store, SessionHandle(tenant, session_id))))
+    view = _run(_with_store(lambda store: load_view(store, SessionHandle(tenant, session_id)),
+                            config, redis_url))
     if view is None:
         console.print(f"no session {session_id!r} for tenant {tenant!r}")
         raise typer.Exit(1)
@@ -248,23 +281,40 @@ def _run(coroutine):
     return asyncio.run(coroutine)
 
 
-async def _with_store(work):
-    from agentmem.api import Hygiene
+def _store_settings(config: Path | None, redis_url: str | None) -> Settings:
+    from agentmem.config import Settings
 
-    hygiene = Hygiene(policy="off")
+    if config is None and not os.environ.get("AGENTMEM_CONFIG") and Path(LOCAL_CONFIG).is_file():
+        config = Path(LOCAL_CONFIG)
+        print(f"agentmem: using ./{LOCAL_CONFIG}", file=sys.stderr)
+    return Settings.load(config, redis_url=redis_url)
+
+
+async def _with_store(work, config: Path | None = None, redis_url: str | None = None):
+    """Run ``work(store)`` on the deployment's store; a store that cannot be reached is one
+    line naming it, not a traceback."""
+    from agentmem.api import Hygiene
+    from agentmem.errors import HygieneUnavailable
+    from agentmem.store import StoreUnavailable
+
+    hygiene = Hygiene(policy="off", settings=_store_settings(config, redis_url))
     try:
         return await work(hygiene.store())
+    except StoreUnavailable as error:
+        raise HygieneUnavailable(f"session store {hygiene.connector.description} unavailable: "
+                                 f"{error}") from None
     finally:
         await hygiene.aclose()
         hygiene.connector.close()
 
 
 @sessions_app.command("list")
-def sessions_list(tenant: str = typer.Option("default"), limit: int = typer.Option(50)):
+def sessions_list(tenant: str = typer.Option("default"), limit: int = typer.Option(50),
+                  config: Path | None = CONFIG, redis_url: str | None = REDIS_URL):
     """Sessions of a tenant, most recent first."""
     from rich.table import Table
 
-    rows = _run(_with_store(lambda store: store.list_sessions(tenant, limit=limit)))
+    rows = _run(_with_store(lambda store: store.list_sessions(tenant, limit=limit), config, redis_url))
     table = Table("session", "turns", "calls", "policy", "model", "updated")
     import datetime as dt
 
@@ -276,11 +326,13 @@ def sessions_list(tenant: str = typer.Option("default"), limit: int = typer.Opti
 
 
 @sessions_app.command("show")
-def sessions_show(session_id: str, tenant: str = typer.Option("default")):
+def sessions_show(session_id: str, tenant: str = typer.Option("default"),
+                  config: Path | None = CONFIG, redis_url: str | None = REDIS_URL):
     """Print a session's active turns as JSON."""
     from agentmem.store import SessionHandle
 
-    turns = _run(_with_store(lambda store: store.active_turns(SessionHandle(tenant, session_id))))
+    turns = _run(_with_store(lambda store: store.active_turns(SessionHandle(tenant, session_id)),
+                             config, redis_url))
     if not turns:
         console.print(f"no session {session_id!r}")
         raise typer.Exit(1)
@@ -288,17 +340,20 @@ def sessions_show(session_id: str, tenant: str = typer.Option("default")):
 
 
 @sessions_app.command("delete")
-def sessions_delete(session_id: str, tenant: str = typer.Option("default")):
+def sessions_delete(session_id: str, tenant: str = typer.Option("default"),
+                    config: Path | None = CONFIG, redis_url: str | None = REDIS_URL):
     """Delete a session and everything stored with it."""
     from agentmem.store import SessionHandle
 
-    removed = _run(_with_store(lambda store: store.delete(SessionHandle(tenant, session_id))))
+    removed = _run(_with_store(lambda store: store.delete(SessionHandle(tenant, session_id)),
+                               config, redis_url))
     console.print("deleted" if removed else f"no session {session_id!r}")
     raise typer.Exit(0 if removed else 1)
 
 
 @sessions_app.command("quarantine")
 def sessions_quarantine(session_id: str, tenant: str = typer.Option("default"),
+                        config: Path | None = CONFIG, redis_url: str | None = REDIS_URL,
                         release: str | None = typer.Option(None, help="Release this record id."),
                         confirm: str | None = typer.Option(None, help="Confirm this record id.")):
     """List a session's quarantine records, or release / confirm one."""
@@ -311,13 +366,13 @@ def sessions_quarantine(session_id: str, tenant: str = typer.Option("default"),
     if release or confirm:
         record_id, status = (release, "released") if release else (confirm, "confirmed")
         record = _run(_with_store(lambda store: QuarantineStore(store).set_status(
-            handle, record_id, status, by="cli")))
+            handle, record_id, status, by="cli"), config, redis_url))
         if record is None:
             console.print(f"no quarantine record {record_id!r} in session {session_id!r}")
             raise typer.Exit(1)
         console.print(f"{record.id}: {record.status}")
         return
-    records = _run(_with_store(lambda store: QuarantineStore(store).all(handle)))
+    records = _run(_with_store(lambda store: QuarantineStore(store).all(handle), config, redis_url))
     table = Table("id", "kind", "status", "score", "source", "text", "reason")
     for r in records:
         table.add_row(r.id, r.kind, r.status, f"{r.score:.2f}" if r.score is not None else "",

@@ -4,21 +4,35 @@ The report already holds everything an operator asks about (tokens in and out, w
 removed, how long it took), so metrics are derived from it in one place when a call ends
 instead of being counted along the call path. Each engine has its own registry: two engines in
 one process (tests, a library user next to the proxy) never share or double-count.
+
+``agentmem serve --workers N`` uses prometheus_client's multiprocess mode instead: the supervisor
+gives its workers one fresh directory (``PROMETHEUS_MULTIPROC_DIR``, set before they import
+prometheus_client, so each worker's values live in files there) and every worker's ``/metrics``
+answers the sum over all workers, exited ones included (``WorkerMetrics``, ``Metrics.share``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 from collections import Counter as Tally
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from agentmem.report import Action, Report, decision_removals
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own variable
+LOG_FORMAT = "AGENTMEM_LOG_FORMAT"  # what ``serve --workers N`` tells its workers
+LOG_LEVEL = "AGENTMEM_LOG_LEVEL"
 call_log = logging.getLogger("agentmem.calls")
+TRACE = 5  # uvicorn's level below debug, which the logging module does not name
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                     10.0, 30.0)
@@ -30,6 +44,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self.shared_dir: str | None = None  # see ``share``
         r = self.registry
         self.calls = Counter("agentmem_calls", "Calls that went through the engine.",
                              ["policy", "status"], registry=r)
@@ -103,8 +118,47 @@ class Metrics:
         """One reply's background work of one phase (wall time, queue waits included)."""
         self.after_reply.labels(phase).observe(seconds)
 
+    def share(self, path: str) -> None:
+        """Expose the sum over all processes writing to prometheus_client's multiprocess
+        directory ``path`` (``serve --workers N``) instead of this process' registry alone.
+        The metrics here must already be backed by files there: ``PROMETHEUS_MULTIPROC_DIR``
+        was set before prometheus_client was imported."""
+        self.shared_dir = path
+
     def exposition(self) -> bytes:
+        if self.shared_dir is not None:
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry, path=self.shared_dir)
+            return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+class WorkerMetrics:
+    """The supervisor's side of ``serve --workers N``'s metrics: a fresh private directory per
+    run for the workers' files (``PROMETHEUS_MULTIPROC_DIR``, inherited by the processes started
+    after this), exited workers marked dead in it, and the directory removed at the end.
+
+    An exited worker's counters and histograms stay in the sums (a restarted worker does not
+    reset the server's counters); ``mark_process_dead`` drops what must not outlive a process
+    (live gauges, should one be added with a ``live*`` multiprocess_mode)."""
+
+    def __init__(self) -> None:
+        self.path = tempfile.mkdtemp(prefix="agentmem-metrics-")  # mode 0700
+        os.environ[MULTIPROCESS_DIR] = self.path
+        self._workers: set[int] = set()
+
+    def workers_now(self, pids: Iterable[int | None]) -> None:
+        """The supervisor's current worker processes; those no longer among them are dead."""
+        now = {pid for pid in pids if pid is not None}
+        for pid in self._workers - now:
+            mark_process_dead(pid, self.path)
+        self._workers = now
+
+    def close(self) -> None:
+        self.workers_now(())
+        if os.environ.get(MULTIPROCESS_DIR) == self.path:
+            del os.environ[MULTIPROCESS_DIR]
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def log_call(report: Report) -> None:
@@ -138,14 +192,30 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(fmt: str = "text", level: str = "info") -> None:
-    """``agentmem serve --log-format json`` sends the engine's logs to stderr as JSON lines."""
+    """``agentmem serve --log-format json`` sends the engine's logs to stderr as JSON lines
+    (in each worker of ``serve --workers N`` too: see ``configure_worker_logging``)."""
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(
         "%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("agentmem")
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    numeric = logging.getLevelName(level.upper())
+    root.setLevel(numeric if isinstance(numeric, int) else TRACE)  # uvicorn's "trace" is 5
     root.propagate = False
+
+
+def pass_logging_to_workers(fmt: str, level: str) -> None:
+    """``serve --workers N``: the workers started after this configure the engine's logs as
+    the supervisor did (``configure_worker_logging``)."""
+    os.environ[LOG_FORMAT] = fmt
+    os.environ[LOG_LEVEL] = level
+
+
+def configure_worker_logging() -> None:
+    """A worker's logs as its supervisor configured its own; nothing when it set nothing."""
+    fmt, level = os.environ.get(LOG_FORMAT), os.environ.get(LOG_LEVEL)
+    if fmt or level:
+        configure_logging(fmt or "text", level or "info")
 
 
 def uvicorn_log_config(fmt: str) -> dict[str, Any] | None:

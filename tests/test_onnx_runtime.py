@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from agentmem.config import Settings
+from agentmem.errors import PolicyError
 from agentmem.models import backend
 from agentmem.models.export_onnx import ONNX_FILE, RECORD_FILE, sha256_of
 from agentmem.models.registry import (
@@ -106,9 +107,9 @@ def test_runtime_choice_order(monkeypatch, runtime_reset):
     assert backend.runtime() == "onnx"
     monkeypatch.setenv(backend.ENV, "tensorflow")
     backend.configure(None)
-    with pytest.raises(ValueError, match="auto, torch, onnx"):
+    with pytest.raises(PolicyError, match="auto, torch, onnx"):  # one line from the CLI
         backend.runtime()
-    with pytest.raises(ValueError):
+    with pytest.raises(PolicyError):
         backend.configure("gpu")
 
 

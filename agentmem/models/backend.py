@@ -22,6 +22,8 @@ import os
 from pathlib import Path
 from typing import Literal, cast
 
+from agentmem.errors import PolicyError
+
 Runtime = Literal["torch", "onnx"]
 Choice = Literal["auto", "torch", "onnx"]
 CHOICES: tuple[str, ...] = ("auto", "torch", "onnx")
@@ -39,7 +41,7 @@ def configure(choice: str | None) -> None:
 def _check(choice: str) -> Choice:
     value = choice.strip().lower()
     if value not in CHOICES:
-        raise ValueError(f"model runtime {choice!r}: use one of {', '.join(CHOICES)}")
+        raise PolicyError(f"model runtime {choice!r}: use one of {', '.join(CHOICES)}")
     return cast(Choice, value)
 
 

@@ -295,8 +295,25 @@ def favour_latency() -> None:
     158 ms at 1 ms. ``AGENTMEM_SWITCH_INTERVAL_MS`` overrides it (5 restores Python's)."""
     import sys
 
+    sys.setswitchinterval(switch_interval_s())
+
+
+def switch_interval_s() -> float:
+    """The server's GIL switch interval: ``AGENTMEM_SWITCH_INTERVAL_MS`` (a positive number of
+    milliseconds) or ``SWITCH_INTERVAL_S``; anything else is a one-line settings error."""
+    from agentmem.errors import PolicyError
+
     value = os.environ.get("AGENTMEM_SWITCH_INTERVAL_MS")
-    sys.setswitchinterval(float(value) / 1000 if value else SWITCH_INTERVAL_S)
+    if not value:
+        return SWITCH_INTERVAL_S
+    try:
+        milliseconds = float(value)
+    except ValueError:
+        milliseconds = 0.0
+    if not 0 < milliseconds < 10_000:
+        raise PolicyError(f"AGENTMEM_SWITCH_INTERVAL_MS={value!r}: expected milliseconds, "
+                          "a number above 0 (5 is Python's own)")
+    return milliseconds / 1000
 
 
 # A 2,000-message request allocates ~10^5 tracked objects that reference counting frees at

@@ -106,9 +106,18 @@ def create_app(settings: Settings | None = None, *, hygiene: Hygiene | None = No
 
 def app_from_environment() -> FastAPI:
     """The app of one ``agentmem serve --workers N`` worker: settings from the file and the
-    ``AGENTMEM_*`` variables its supervisor set."""
+    ``AGENTMEM_*`` variables its supervisor set, the engine's logs configured as the
+    supervisor's, and ``/metrics`` summed over all workers (prometheus_client's multiprocess
+    mode, in the directory ``PROMETHEUS_MULTIPROC_DIR`` the supervisor made for this run)."""
+    from agentmem.metrics import MULTIPROCESS_DIR, configure_worker_logging
+
     _end_with_parent()
-    return create_app(Settings.load())
+    configure_worker_logging()
+    app = create_app(Settings.load())
+    shared = os.environ.get(MULTIPROCESS_DIR)
+    if shared:
+        app.state.hygiene.metrics.share(shared)
+    return app
 
 
 def _end_with_parent() -> None:
