@@ -105,6 +105,30 @@ class Settings(BaseModel):
     policy: Annotated[str, BeforeValidator(yaml_preset_name)] = "default"
     redis_url: str | None = None
 
+    data_dir: Path | None = None
+    api_keys: dict[str, Annotated[str, AfterValidator(checked_tenant)]] = Field(
+        default_factory=dict, description="Proxy API key -> tenant name. Empty: no auth, one tenant.")
+    models: list[ModelRoute] = Field(default_factory=list)
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    allow_policy_header: bool = Field(
+        True, description="Let clients pick a preset per request with X-Agentmem-Policy.")
+    forward_params: list[str] = Field(
+        default_factory=list, description="Request fields the proxy forwards to litellm besides the "
+        "OpenAI chat parameters (which are always forwarded). Credentials and URLs (api_base, "
+        "api_key) belong in `models:` routes, never in a client's request.")
+    policy_dirs: list[Path] = Field(
+        default_factory=list, description="Folders of the operator's own policy files: a client "
+        "may name one (file name without .yaml) in X-Agentmem-Policy, as it names a preset.")
+    default_tenant: Annotated[str, AfterValidator(checked_tenant)] = "default"
+    model_runtime: Literal["auto", "torch", "onnx"] = Field(
+        "auto", description="Where the models run: 'torch', 'onnx' (ONNX Runtime, no torch "
+        "needed), or 'auto': the shipped models (which come with their ONNX export) on ONNX "
+        "Runtime, any other on torch when it is installed, else onnx. 'auto' defers to "
+        "AGENTMEM_MODEL_RUNTIME when that is set (agentmem.models.backend).")
+    allow_any_model: bool | None = Field(
+        None, description="Forward model names not listed in `models:`. Default: false when "
+        "`models:` lists any (they are the allow-list), true when it is empty.")
+
     @field_validator("redis_url")
     @classmethod
     def _a_redis_url(cls, value: str | None) -> str | None:
@@ -125,28 +149,6 @@ class Settings(BaseModel):
         if twice:
             raise ValueError(f"each model name is routed once; given more than once: {twice}")
         return value
-    data_dir: Path | None = None
-    api_keys: dict[str, Annotated[str, AfterValidator(checked_tenant)]] = Field(
-        default_factory=dict, description="Proxy API key -> tenant name. Empty: no auth, one tenant.")
-    models: list[ModelRoute] = Field(default_factory=list)
-    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
-    allow_policy_header: bool = Field(
-        True, description="Let clients pick a preset per request with X-Agentmem-Policy.")
-    forward_params: list[str] = Field(
-        default_factory=list, description="Request fields the proxy forwards to litellm besides the "
-        "OpenAI chat parameters (which are always forwarded). Credentials and URLs (api_base, "
-        "api_key) belong in `models:` routes, never in a client's request.")
-    policy_dirs: list[Path] = Field(
-        default_factory=list, description="Folders of the operator's own policy files: a client "
-        "may name one (file name without .yaml) in X-Agentmem-Policy, as it names a preset.")
-    default_tenant: Annotated[str, AfterValidator(checked_tenant)] = "default"
-    model_runtime: Literal["auto", "torch", "onnx"] = Field(
-        "auto", description="Where the models run: 'torch', 'onnx' (ONNX Runtime, no torch "
-        "needed), or 'auto': torch when it is installed, else onnx. 'auto' defers to "
-        "AGENTMEM_MODEL_RUNTIME when that is set (agentmem.models.backend).")
-    allow_any_model: bool | None = Field(
-        None, description="Forward model names not listed in `models:`. Default: false when "
-        "`models:` lists any (they are the allow-list), true when it is empty.")
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
