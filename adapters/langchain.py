@@ -402,6 +402,29 @@ def _closing_chunk(last: AIMessageChunk | None, reply: AIMessage | None) -> Chat
     return ChatGenerationChunk(message=last)
 
 
+class _Relay:
+    """One streamed reply as it passes (``_stream`` and ``_astream`` alike): every chunk is
+    added to ``cleaned.reply``, so a stream the caller leaves or the provider breaks is stored
+    as ``partial``, and passed on, except the wrapped model's last chunk, held back until the
+    reply is stored so that it carries the ``agentmem`` metadata (``closing``)."""
+
+    def __init__(self, cleaned: _Cleaned) -> None:
+        self.cleaned = cleaned
+        self.reply: AIMessageChunk | None = None
+        self.last: AIMessageChunk | None = None
+
+    def pass_on(self, piece: Any) -> ChatGenerationChunk | None:
+        chunk = _as_chunk(piece)
+        self.cleaned.reply = self.reply = chunk if self.reply is None else self.reply + chunk
+        if chunk.chunk_position == "last":
+            self.last = chunk
+            return None
+        return ChatGenerationChunk(message=chunk)
+
+    def closing(self) -> ChatGenerationChunk:
+        return _closing_chunk(self.last, self.cleaned.reply)
+
+
 class AgentmemChatModel(BaseChatModel):
     """A chat model that cleans its input with agentmem, then calls ``model``.
 
@@ -507,35 +530,27 @@ class AgentmemChatModel(BaseChatModel):
             cleaned.reply = reply
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
-    # Streaming: the same hygiene as above; each chunk is passed on as it arrives and added to
-    # ``cleaned.reply``, so a stream the caller leaves (or the provider breaks) is stored as
-    # ``partial``. The closing chunk waits for the store and carries ``agentmem`` metadata.
+    # Streaming: the same hygiene as above, each chunk relayed as it arrives (``_Relay``).
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                 run_manager: CallbackManagerForLLMRun | None = None,
                 **kwargs: Any) -> Iterator[ChatGenerationChunk]:
-        config, reply, last = _relay_config(run_manager), None, None
+        config = _relay_config(run_manager)
         with self._engine().call_sync(**self._request_of(messages)) as cleaned:
-            for chunk in self._inner(cleaned).stream(cleaned.messages, config, stop=stop,
+            relay = _Relay(cleaned)
+            for piece in self._inner(cleaned).stream(cleaned.messages, config, stop=stop,
                                                      **kwargs):
-                chunk = _as_chunk(chunk)
-                cleaned.reply = reply = chunk if reply is None else reply + chunk
-                if chunk.chunk_position == "last":
-                    last = chunk
-                else:
-                    yield ChatGenerationChunk(message=chunk)
-        yield _closing_chunk(last, cleaned.reply)
+                if (chunk := relay.pass_on(piece)) is not None:
+                    yield chunk
+        yield relay.closing()
 
     async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
                        run_manager: AsyncCallbackManagerForLLMRun | None = None,
                        **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
-        config, reply, last = _relay_config(run_manager), None, None
+        config = _relay_config(run_manager)
         async with self._engine().call(**self._request_of(messages)) as cleaned:
-            async for chunk in self._inner(cleaned).astream(cleaned.messages, config, stop=stop,
+            relay = _Relay(cleaned)
+            async for piece in self._inner(cleaned).astream(cleaned.messages, config, stop=stop,
                                                             **kwargs):
-                chunk = _as_chunk(chunk)
-                cleaned.reply = reply = chunk if reply is None else reply + chunk
-                if chunk.chunk_position == "last":
-                    last = chunk
-                else:
-                    yield ChatGenerationChunk(message=chunk)
-        yield _closing_chunk(last, cleaned.reply)
+                if (chunk := relay.pass_on(piece)) is not None:
+                    yield chunk
+        yield relay.closing()
