@@ -25,7 +25,7 @@ from typing import Any
 
 from redis.exceptions import LockError
 
-from agentmem.config import TENANT_PATTERN, TENANT_RULE, Settings, checked_tenant
+from agentmem.config import Settings, checked_tenant
 from agentmem.errors import HygieneUnavailable, InvalidRequest
 from agentmem.identity import session_id_for
 from agentmem.ingest import (
@@ -353,9 +353,10 @@ class Hygiene:
         started = time.perf_counter()
         parse_chat_request(body, check_structure=not stateful)
         policy = self.policy_named(policy)
-        tenant = tenant or self.tenant
-        if not TENANT_PATTERN.match(tenant):
-            raise InvalidRequest(f"tenant {tenant!r}: a tenant name is {TENANT_RULE}", param="tenant")
+        try:
+            tenant = checked_tenant(tenant or self.tenant)
+        except ValueError as error:
+            raise InvalidRequest(str(error), param="tenant") from None
         handle = SessionHandle(tenant, session_id_for(body, session_id))
         if stateful and session_id is None and not (body.get("metadata") or {}).get("session_id"):
             raise InvalidRequest("stateful mode needs an explicit session id "
