@@ -55,7 +55,7 @@ from agentmem.api import Call, Hygiene
 from agentmem.errors import InvalidRequest
 from agentmem.report import Report
 from agentmem.store.keys import ID_PATTERN
-from agentmem.streaming import CLIENT_DISCONNECTED
+from agentmem.streaming import CLIENT_DISCONNECTED, stream_failure
 
 log = logging.getLogger("agentmem.adapters.langchain")
 
@@ -273,7 +273,7 @@ class _Engine:
         if cleaned.call is None:
             return
         if cleaned.reply is not None:
-            reason = (f"the provider stream failed: {error}" if isinstance(error, Exception)
+            reason = (stream_failure(error) if isinstance(error, Exception)
                       else CLIENT_DISCONNECTED)
             await self.finish(cleaned, cleaned.reply, partial=reason)
             return

@@ -13,6 +13,10 @@ The proxy calls these hooks of that one instance; they map onto the engine's two
   for streams) with ``Call.finish_with_response``; a stream the client left before its end is
   stored as a partial reply, with the reason, as agentmem's own proxy does;
 * ``async_log_failure_event`` and ``async_post_call_failure_hook`` end it with ``fail``;
+* ``async_post_call_streaming_iterator_hook`` relays a stream and sees how it ends: a client
+  that leaves before the first chunk (LiteLLM fires no callback then) fails the call at once,
+  and a provider stream that breaks off is stored partial with what the client received (the
+  failure callback that follows carries none of it);
 * ``async_post_call_response_headers_hook`` adds the ``X-Agentmem-*`` headers to the reply.
 
 The prepared call holds its session's lock between the pre-call hook and a callback, so the
@@ -42,7 +46,7 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Coroutine
+from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +59,7 @@ from agentmem.config import TENANT_PATTERN
 from agentmem.errors import AgentmemError
 from agentmem.models.runtime import run_inference
 from agentmem.policy import preset_names
-from agentmem.streaming import CLIENT_DISCONNECTED
+from agentmem.streaming import CLIENT_DISCONNECTED, ReplyAssembler, store_unfinished, stream_failure
 
 log = logging.getLogger("agentmem.litellm_proxy")
 
@@ -197,9 +201,35 @@ class AgentmemCallback(CustomLogger):
             litellm_call_info: dict[str, object] | None = None) -> dict[str, str] | None:
         return self._headers.pop(data.get("litellm_call_id") or "", None)
 
+    async def async_post_call_streaming_iterator_hook(
+            self, user_api_key_dict: Any, response: Any, request_data: dict,
+    ) -> AsyncGenerator[Any, None]:
+        """Pass the chunks on; end the call here when the stream stops early.
+
+        The success callback still stores a stream that ran to its end (with LiteLLM's usage).
+        """
+        call_id = request_data.get("litellm_call_id")
+        assembler = ReplyAssembler()
+        try:
+            async for chunk in response:
+                assembler.add(chunk)
+                yield chunk
+        except (asyncio.CancelledError, GeneratorExit):
+            pending = self._pending.pop(call_id, None) if call_id else None
+            if pending is not None:  # taken now, so the billing callback that follows is a no-op
+                self.hygiene.spawn(self._run(pending, store_unfinished(
+                    pending.call, assembler, CLIENT_DISCONNECTED)))
+            raise
+        except Exception as error:
+            pending = self._pending.pop(call_id, None) if call_id else None
+            if pending is not None:
+                await self._run(pending, store_unfinished(pending.call, assembler,
+                                                          stream_failure(error)))
+            raise
+
     async def _settle(self, call_id: str | None, response: Any, error: BaseException | None,
                       *, partial: str | None = None) -> None:
-        """Finish or fail the pending call (once), on the event loop that prepared it.
+        """Finish or fail the pending call (once).
 
         ``partial``: the reason the reply is incomplete; it is stored marked partial.
         """
@@ -215,6 +245,12 @@ class AgentmemCallback(CustomLogger):
             outcome = call.finish_with_response(response)
         else:
             outcome = call.finish(None)
+        await self._run(pending, outcome)
+
+    @staticmethod
+    async def _run(pending: _Pending, outcome: Coroutine[Any, Any, None]) -> None:
+        """Run a taken call's ending on the event loop that prepared it (its store's
+        connections live there), cancelling its timeout."""
         running = asyncio.get_running_loop()
         if running is pending.loop:
             pending.timer.cancel()

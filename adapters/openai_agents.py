@@ -38,7 +38,7 @@ from openai.types.chat import ChatCompletionChunk
 from agentmem.api import Call, Hygiene, reply_message
 from agentmem.errors import AgentmemError, UpstreamError
 from agentmem.policy import Policy
-from agentmem.streaming import ReplyAssembler
+from agentmem.streaming import ReplyAssembler, stream_failure
 
 __all__ = ["AgentmemModelProvider", "AgentmemTransport", "agentmem_client", "session_scope"]
 
@@ -197,7 +197,7 @@ class _RecordingStream(httpx.AsyncByteStream):
                 await self._feed(piece)
                 yield piece
         except Exception as error:
-            await self._finish(partial=f"the provider stream failed: {error}")
+            await self._finish(partial=stream_failure(error))
             raise
         await self._feed(b"\n\n")  # a last event without its blank line
         complete = self.error is None and self.assembler.finish_reason is not None

@@ -80,16 +80,23 @@ async def relay_stream(stream: Any, call: Any) -> AsyncGenerator[Any, None]:
             assembler.add(chunk)
             yield chunk
     except (asyncio.CancelledError, GeneratorExit):
-        call.hygiene.spawn(_store(call, assembler, CLIENT_DISCONNECTED))
+        call.hygiene.spawn(store_unfinished(call, assembler, CLIENT_DISCONNECTED))
         raise
     except Exception as error:
-        await _store(call, assembler, f"the provider stream failed: {error}")
+        await store_unfinished(call, assembler, stream_failure(error))
         raise as_upstream_error(error) from error
     call.report.usage = assembler.usage
     await call.finish(assembler.message())
 
 
-async def _store(call: Any, assembler: ReplyAssembler, reason: str) -> None:
+def stream_failure(error: BaseException) -> str:
+    """The reason stored with a reply whose provider stream broke off."""
+    return f"the provider stream failed: {error}"
+
+
+async def store_unfinished(call: Any, assembler: ReplyAssembler, reason: str) -> None:
+    """End a call whose stream stopped early: what arrived is stored marked partial, with the
+    reason; a stream that stopped before its first chunk fails the call (nothing to store)."""
     if assembler.chunks == 0:
         await call.fail(RuntimeError(reason))
         return

@@ -30,6 +30,7 @@ from agentmem.config import Settings
 from agentmem.store import RedisConnector, SessionHandle, SessionStore
 from agentmem.store.connection import _embedded_running
 from agentmem.store.keys import tenant_index
+from agentmem.streaming import CLIENT_DISCONNECTED
 from tests.servers import free_port
 
 TOOL_NAMES = ["get_weather", "send_email", "create_invoice", "search_flights", "book_hotel",
@@ -288,3 +289,49 @@ async def test_guarded_policy_withholds_the_repeated_claim(litellm_proxy, receiv
         await wait_for_turns(litellm_proxy.data_dir, sid, end + 1)  # stored before the next call
     sent = json.dumps(received.requests()[-1]["messages"])
     assert "Maple Street" not in sent and "shipped with UPS" in sent
+
+
+async def test_a_stream_left_before_its_first_chunk_frees_the_session_at_once(litellm_proxy, received):
+    """A client that gives up while the provider has not sent a token yet: LiteLLM fires no
+    logging callback for it, so the session must be released by the stream's own end, not by
+    the 600 s timeout."""
+    sid = session()
+    messages = [{"role": "user", "content": "Describe the lighthouse keeper's week. [[stall:0,20000]]"}]
+    with pytest.raises(httpx.ReadTimeout):
+        async with httpx.AsyncClient(timeout=httpx.Timeout(60, read=3)) as http, http.stream(
+                "POST", f"{litellm_proxy.url}/v1/chat/completions",
+                headers={"Authorization": f"Bearer {litellm_proxy.key}", "X-Session-Id": sid},
+                json={"model": "echo", "messages": messages, "stream": True}) as response:
+            async for _ in response.aiter_lines():
+                pass
+    client = litellm_proxy.client()
+    started = time.time()
+    client.chat.completions.create(model="echo", extra_headers={"X-Session-Id": sid},
+                                   messages=[{"role": "user", "content": "are you there?"}])
+    assert time.time() - started < 10  # not held by the abandoned call's lock
+    _, turns, reports = await wait_for_turns(litellm_proxy.data_dir, sid, 2)
+    assert [t.role for t in turns] == ["user", "assistant"]  # the abandoned call stored none
+    assert reports[0].status == "error" and reports[0].error.endswith(CLIENT_DISCONNECTED)
+    assert reports[-1].status == "ok"
+
+
+async def test_a_provider_stream_cut_midway_is_stored_as_partial(litellm_proxy, received):
+    """The provider drops the connection after a few tokens: the client has them, so the turn
+    is stored with what was streamed, marked partial with the reason, as agentmem's proxy does."""
+    sid = session()
+    messages = [{"role": "user", "content": "List the tide tables for the harbour, one by one. "
+                 "[[cut:4]]"}]
+    client = litellm_proxy.client()
+    streamed = []
+    with pytest.raises(Exception):  # noqa: B017 - how LiteLLM reports the cut is its own
+        for chunk in client.chat.completions.create(model="echo", messages=messages, stream=True,
+                                                    extra_headers={"X-Session-Id": sid}):
+            if chunk.choices and chunk.choices[0].delta.content:
+                streamed.append(chunk.choices[0].delta.content)
+    assert streamed  # the cut came after some text reached the client
+    _, turns, reports = await wait_for_turns(litellm_proxy.data_dir, sid, 2)
+    assert [t.role for t in turns] == ["user", "assistant"]
+    reply = turns[-1]
+    assert reply.partial and reply.error.startswith("the provider stream failed")
+    assert reply.message["content"] == "".join(streamed)
+    assert [r.status for r in reports] == ["partial"]
