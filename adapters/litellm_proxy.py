@@ -64,6 +64,10 @@ from agentmem.streaming import CLIENT_DISCONNECTED, ReplyAssembler, store_unfini
 log = logging.getLogger("agentmem.litellm_proxy")
 
 _CHAT_CALL_TYPES = frozenset({"completion", "acompletion"})
+# Conversation routes this plugin does not clean (their bodies are not chat messages): said
+# once in the log, so an operator whose clients speak them learns why nothing changes.
+_UNCLEANED_ROUTES = {"anthropic_messages": "/v1/messages", "aresponses": "/v1/responses",
+                     "responses": "/v1/responses"}
 # The request fields the engine reads or rewrites; LiteLLM's own keys stay out of its view.
 _BODY_KEYS = ("model", "messages", "tools", "tool_choice", "functions", "function_call",
               "parallel_tool_calls")
@@ -94,6 +98,7 @@ class AgentmemCallback(CustomLogger):
         self._pending: dict[str, _Pending] = {}
         self._headers: collections.OrderedDict[str, dict[str, str]] = collections.OrderedDict()
         self._warming: asyncio.Task | None = None
+        self._warned_routes: set[str] = set()
         # LiteLLM imports callbacks inside its startup event: load MiniLM there, not on a call.
         # Imported outside an event loop (a script, a test), RuntimeError: models load on first use.
         with contextlib.suppress(RuntimeError):
@@ -123,6 +128,11 @@ class AgentmemCallback(CustomLogger):
                                   call_type: str) -> dict:
         """Clean ``messages`` and ``tools``; LiteLLM routes the rewritten ``data``."""
         call_id = data.get("litellm_call_id")
+        if call_type in _UNCLEANED_ROUTES and call_type not in self._warned_routes:
+            self._warned_routes.add(call_type)
+            log.warning("agentmem cleans LiteLLM's chat completions only: %s requests pass "
+                        "through unchanged and are not stored (agentmem serve speaks that API "
+                        "itself)", _UNCLEANED_ROUTES[call_type])
         if call_type not in _CHAT_CALL_TYPES or not isinstance(data.get("messages"), list) \
                 or not call_id:
             return data  # embeddings, Responses/Anthropic routes: not chat completions

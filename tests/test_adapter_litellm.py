@@ -62,7 +62,9 @@ def litellm_proxy(upstream, tmp_path_factory):
     folder = tmp_path_factory.mktemp("litellm-proxy")
     config = {
         "model_list": [{"model_name": "echo", "litellm_params": {
-            "model": "openai/echo", "api_base": f"{upstream.url}/v1", "api_key": "sk-echo"}}],
+            "model": "openai/echo", "api_base": f"{upstream.url}/v1", "api_key": "sk-echo"}},
+            {"model_name": "claude-echo", "litellm_params": {
+                "model": "anthropic/claude-echo", "api_base": upstream.url, "api_key": "sk-echo"}}],
         "litellm_settings": {"callbacks": ["agentmem.adapters.litellm_proxy.handler"]},
         "router_settings": {"num_retries": 0},  # a failing upstream fails at once
         "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
@@ -335,3 +337,21 @@ async def test_a_provider_stream_cut_midway_is_stored_as_partial(litellm_proxy, 
     assert reply.partial and reply.error.startswith("the provider stream failed")
     assert reply.message["content"] == "".join(streamed)
     assert [r.status for r in reports] == ["partial"]
+
+
+async def test_a_messages_route_passes_through_and_the_log_says_so_once(litellm_proxy, received):
+    """LiteLLM's /v1/messages is not cleaned by the plugin: the request goes on unchanged,
+    nothing is stored, and the operator's log says so once, not on every call."""
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=litellm_proxy.url, api_key=litellm_proxy.key,
+                                 max_retries=0, timeout=120)
+    sid = session()
+    for text in ("Where is the harbour office?", "And when does it open?"):
+        client.messages.create(model="claude-echo", max_tokens=64, extra_headers={"X-Session-Id": sid},
+                               messages=[{"role": "user", "content": text}])
+    assert received.requests()[-1]["messages"][-1]["content"] in (
+        "And when does it open?", [{"type": "text", "text": "And when does it open?"}])
+    assert (await stored(litellm_proxy.data_dir, sid))[1] == []
+    log = (litellm_proxy.data_dir.parent / "litellm.log").read_text(errors="replace")
+    assert log.count("/v1/messages requests pass through unchanged") == 1
