@@ -243,7 +243,12 @@ class QuarantineStage(Stage):
                 layout = tool_layout(text) if anything_kept and message.get("role") == "tool" else None
                 if layout is not None and removed <= {span for span, kind in zip(
                         layout.spans, layout.kinds) if kind != "frame"}:  # it still parses
-                    content = layout.keep([span not in removed for span in layout.spans])
+                    kept = [span not in removed for span in layout.spans]
+                    # Only the frame would be left (``{"results": []}``): that reads as an
+                    # answer that found nothing, so it says what a result withheld whole says.
+                    content = (layout.keep(kept) if any(
+                        k for k, kind in zip(kept, layout.kinds) if kind != "frame")
+                        else _placeholder([r for _, r in entries]))
                 elif layout is not None:  # frame text withheld: no JSON without it
                     content = _placeholder([r for _, r in entries])
                 replacements[position] = {**current[position].message, "content": content}
