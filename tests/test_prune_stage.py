@@ -75,6 +75,34 @@ async def test_prune_keeps_what_the_question_needs(hygiene):
     assert {d.action for d in decisions} <= {"drop_message", "prune_spans"}
 
 
+async def test_the_older_history_never_opens_with_the_assistants_turn(hygiene):
+    """Bedrock's Claude and Gemini refuse a conversation whose first turn is the assistant's.
+    When the cut keeps an answer but not the question before it, that question comes back
+    with its best sentence; the answer stays and so does the cut elsewhere."""
+    filler = [("Could you recommend a good book about sailing?",
+               "Try 'The Riddle of the Sands'; it is a classic sailing story."),
+              ("What should I cook for dinner tonight?",
+               "A simple risotto with mushrooms and parmesan would be lovely."),
+              ("Any tips for keeping houseplants alive in winter?",
+               "Water less often, keep them away from radiators and give them light."),
+              ("How do I clean a cast iron pan?",
+               "Rinse it with hot water, dry it well and rub in a thin layer of oil.")] * 3
+    history = [{"role": "system", "content": "You are a helpful assistant."},
+               {"role": "user", "content": "Hello there, I hope your day is going well."},
+               {"role": "assistant", "content": "The harbour lantern is lit by the keeper Ada "
+                "at six in the evening every day."}]
+    for question, answer in filler:
+        history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    history.append({"role": "user", "content": "When does the keeper light the harbour lantern?"})
+    result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
+                                 policy=_policy(history_fraction=0.15))
+    sent = result.messages
+    assert any("six in the evening" in (m.get("content") or "") for m in sent)  # the evidence
+    assert len(sent) < len(history)  # the older history was cut
+    assert sent[0]["role"] == "system" and sent[1]["role"] == "user"
+    assert sent[1]["content"] == history[1]["content"]
+
+
 async def test_two_stage_mode_lets_the_pruner_rescore_recalled_turns(hygiene):
     result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}",
                                  policy=_policy(rerank_turns=3, rerank_weight=2.0))
@@ -823,7 +851,7 @@ async def test_a_sittings_date_stamp_keeps_the_answer_with_the_turn_that_names_i
     when the sitting's turns share its best score."""
     history = _dinner_sittings() + [
         {"role": "user", "content": "Which restaurant did we pick for the dinner in Birchville?"}]
-    policy = _policy(history_tokens=90, sitting_weight=weight)
+    policy = _policy(history_tokens=100, sitting_weight=weight)
     result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}", policy=policy)
     sent = " ".join(m.get("content") or "" for m in result.messages)
     assert "Birchville this weekend" in sent

@@ -348,6 +348,11 @@ class PruneStage(Stage):
             redundancy_weight=settings.redundancy_weight, pool=settings.selection_pool,
             cluster_spread=settings.cluster_spread, cluster_similarity=settings.cluster_similarity)
         kept = fill(rows, ranked, corpus, budget, settings.neighbours, settings.turn_spread)
+        question = _opening_question(context.history, older, kept, score)
+        if question is not None:  # its sentence comes out of the same budget
+            kept = fill(rows, ranked, corpus, budget - int(corpus.tokens[question])
+                        - MESSAGE_OVERHEAD_TOKENS, settings.neighbours, settings.turn_spread)
+            kept[question] = True
         kept[excluded] = False
         reason = (f"no sentence of this turn was among the most relevant to the query within "
                   f"the history budget of {budget} tokens ({budget / total:.1%} of the older "
@@ -634,6 +639,30 @@ SHRUNK = "not among the most relevant sentences within the history budget"
 RECAP = "the user asks to sum up the conversation: the history is left whole"
 UNRELATED = ("unrelated to the query (every sentence under the keep rule's least cosine), "
              "so not read by the pruner: its floor keeps the closest; score: the query cosine")
+
+
+def _opening_question(history: list[dict[str, Any]], older: list[Candidate], kept: np.ndarray,
+                      score: np.ndarray) -> int | None:
+    """The row to keep so that the cut history does not open with the assistant's turn.
+
+    Bedrock's Claude and Gemini refuse a conversation whose first turn is the assistant's (an
+    answer, a tool call or its result), and an answer reads best after its question. When the
+    first older turn with a kept sentence is not a user turn, this is the best sentence of the
+    user turn before it; ``None`` when the cut opens with a user turn, or the client's own
+    history has no user turn before it."""
+    first = next((c for c in older if kept[c.rows].any()), None)
+    if first is None or history[first.index].get("role") == "user":
+        return None
+    candidates = {c.index for c in older}
+    if any(i not in candidates and history[i].get("role") not in ("system", "developer")
+           and not _textless_call(history[i]) for i in range(first.index)):
+        return None  # a turn the stage does not cut opens the history already
+    question = next((c for c in reversed(older)
+                     if c.index < first.index and history[c.index].get("role") == "user"), None)
+    if question is None:
+        return None
+    finite = [row for row in question.rows.tolist() if math.isfinite(score[row])]
+    return max(finite, key=lambda row: score[row]) if finite else None
 
 
 def drop_runs(dropped: dict[int, float], reason: str) -> list[Decision]:
