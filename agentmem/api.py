@@ -58,6 +58,7 @@ from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
 from agentmem.streaming import LibraryStream
 from agentmem.sync import SyncStream
 from agentmem.text import OFF_LOOP_CHARS, count_tokens
+from agentmem.unsaved import UnsavedWrites
 from agentmem.upstream import LitellmUpstream, Upstream
 from agentmem.validate import OutgoingInvalid, validate_outgoing
 
@@ -108,6 +109,7 @@ class Hygiene:
         self._sync = None
         self._policies: dict[str, Policy] = {}
         self.metrics = Metrics()
+        self.unsaved = UnsavedWrites()
         close_at_exit(self)  # a script that never calls close() still gets its last turns' work
 
     # -- resources ---------------------------------------------------------------------------
@@ -388,6 +390,7 @@ class Hygiene:
         if policy.store or stateful:
             try:
                 call.store = self.store()
+                await self.unsaved.settle(call.handle)  # a write retried since the store fell
                 call.lock = await call.stack.enter_async_context(
                     call.store.locked(call.handle, timeout=policy.lock_timeout_s,
                                       wait=policy.lock_wait_s))
@@ -669,7 +672,16 @@ class Call:
                     if self.channels is not None else {})
                 try:
                     await self.store.commit(self.handle, self.lock, write, ttl=self.policy.ttl_seconds)
-                except (StoreUnavailable, LockError) as failure:
+                except StoreUnavailable as failure:
+                    if self.policy.commit_retry_s:
+                        message = (f"the call is not stored yet ({failure}); its write is "
+                                   f"retried for up to {self.policy.commit_retry_s:g}s")
+                        self.hygiene.unsaved.keep(self, write, turns)
+                    else:
+                        message = f"the call could not be stored ({failure})"
+                    log.error("session %s: %s", self.handle.session_id, message)
+                    report.warnings.append(message)
+                except LockError as failure:
                     message = f"the call could not be stored ({failure})"
                     log.error("session %s: %s", self.handle.session_id, message)
                     report.warnings.append(message)

@@ -55,6 +55,10 @@ class Policy(BaseModel):
     lock_wait_s: float = Field(
         60, ge=0, description="How long a call waits for a concurrent call on the same session."
     )
+    commit_retry_s: float = Field(
+        120, ge=0, description="A reply that went out while Redis was down: how long its turns "
+        "are kept in memory and their write retried, so the session keeps them once Redis is back."
+    )
     prune: PruneSettings = Field(default_factory=PruneSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)

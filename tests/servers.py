@@ -65,11 +65,12 @@ class RedisServer:
     def available() -> bool:
         return shutil.which("redis-server") is not None
 
-    def start(self) -> RedisServer:
+    def start(self, *options: str) -> RedisServer:
+        """Start (or restart, on the same port and folder) with extra ``redis-server`` options."""
         self.folder.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
-             "--appendonly", "yes", "--save", "", "--daemonize", "no"],
+             "--appendonly", "yes", "--save", "", "--daemonize", "no", *options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 20
         while time.time() < deadline:

@@ -14,6 +14,7 @@ A wrong "dead" would only cost fencing, never data: the commit checks the lock t
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import secrets
@@ -77,3 +78,31 @@ def holder_is_dead(token: str | bytes | None) -> bool:
     if not machine or machine != _machine() or not pid.isdigit():
         return False
     return _start_time(int(pid)) != rest
+
+
+# Session-lock tokens that calls of this process hold now (a call, or a retried write).
+_held: collections.Counter[str] = collections.Counter()
+
+
+def hold(token: str) -> None:
+    """Mark a lock token of this process as in use (counted: a retried write may hold a
+    call's token after the call itself let go)."""
+    if token:
+        _held[token] += 1
+
+
+def drop(token: str) -> None:
+    if token and _held[token] > 0:
+        _held[token] -= 1
+        if not _held[token]:
+            del _held[token]
+
+
+def abandoned_here(token: str | bytes | None) -> bool:
+    """True when ``token`` is a session lock of this very process that none of its calls holds
+    any more: left behind when its release failed while the store was down, and brought back
+    by the store's restart. It would otherwise block the session until its lease ran out."""
+    if isinstance(token, bytes):
+        token = token.decode(errors="replace")
+    process, _, _ = (token or "").rpartition("/")
+    return bool(process) and process == this_process() != "x" and token not in _held

@@ -193,6 +193,7 @@ class SessionStore:
         lock = self.redis.lock(handle.keys.lock, timeout=timeout, blocking_timeout=wait,
                                thread_local=False)
         token = owner.new_token()
+        owner.hold(token)
         try:
             acquired = await self._acquire_and_probe(lock, handle, token, timeout)
             if not acquired and await self._break_if_dead(handle.keys.lock):
@@ -200,8 +201,10 @@ class SessionStore:
             if not acquired:
                 acquired = await lock.acquire(token=token)
         except (RedisError, OSError) as error:
+            owner.drop(token)
             raise StoreUnavailable(f"{type(error).__name__}: {error}") from error
         if not acquired:
+            owner.drop(token)
             raise SessionBusy(
                 f"session {handle.session_id!r} is busy with another request (waited {wait:g}s)",
                 code="session_busy")
@@ -214,6 +217,7 @@ class SessionStore:
             if lock.local.token is not None:  # commit() may have released it already
                 with contextlib.suppress(LockError, RedisError, OSError):
                     await lock.release()
+            owner.drop(token)
 
     async def _acquire_and_probe(self, lock: Lock, handle: SessionHandle, token: str,
                                  timeout: float) -> bool:
@@ -241,11 +245,12 @@ class SessionStore:
 
     async def _break_if_dead(self, key: str) -> bool:
         """Free a lock whose holder is a process of this machine that has died (a proxy
-        killed and restarted: its sessions are usable at once, not after the lease); True if
-        freed. The holder is read and deleted in one script, so a live successor's lock (a
-        new token) is never deleted."""
+        killed and restarted: its sessions are usable at once, not after the lease), or this
+        process when none of its calls holds it (its release failed while Redis was down, and
+        Redis came back with it); True if freed. The holder is read and deleted in one
+        script, so a live successor's lock (a new token) is never deleted."""
         holder = await self.redis.get(key)
-        if not owner.holder_is_dead(holder):
+        if not (owner.holder_is_dead(holder) or owner.abandoned_here(holder)):
             return False
         return bool(await self._delete_if_equal(keys=[key], args=[holder]))
 
