@@ -356,24 +356,51 @@ def sessions_quarantine(session_id: str, tenant: str = typer.Option("default"),
                         config: Path | None = CONFIG, redis_url: str | None = REDIS_URL,
                         release: str | None = typer.Option(None, help="Release this record id."),
                         confirm: str | None = typer.Option(None, help="Confirm this record id.")):
-    """List a session's quarantine records, or release / confirm one."""
-    from rich.table import Table
+    """List a session's quarantine records, or release / confirm one.
 
-    from agentmem.quarantine import QuarantineStore
-    from agentmem.store import SessionHandle
+    As the sessions API: an id it would refuse (400) is one line on stderr and exit 2 (``main``
+    prints the ``InvalidRequest``); a session that does not exist (404) is one line and exit 1,
+    as ``sessions show`` says it, never an empty table. Record ids are printed whole at any
+    width: they are what ``--release`` / ``--confirm`` take.
+    """
+    from rich.table import Column, Table
 
-    handle = SessionHandle(tenant, session_id)
-    if release or confirm:
-        record_id, status = (release, "released") if release else (confirm, "confirmed")
-        record = _run(_with_store(lambda store: QuarantineStore(store).set_status(
-            handle, record_id, status, by="cli"), config, redis_url))
-        if record is None:
-            console.print(f"no quarantine record {record_id!r} in session {session_id!r}")
+    from agentmem.identity import checked_id
+    from agentmem.quarantine import QuarantineRecord, QuarantineStore
+    from agentmem.store import SessionHandle, SessionStore
+
+    handle = SessionHandle(tenant, checked_id(session_id, "session_id"))
+    target = release or confirm
+    if target:
+        checked_id(target, "record_id")
+
+    async def work(store: SessionStore) -> list[QuarantineRecord] | None:
+        """The session's records after the change asked for (None: no such session); a record
+        that is not there is reported here, with the session known to exist."""
+        if await store.meta(handle) is None:
+            return None
+        quarantine = QuarantineStore(store)
+        if release or confirm:
+            record_id, status = (release, "released") if release else (confirm, "confirmed")
+            record = await quarantine.set_status(handle, str(record_id), status, by="cli")
+            return [] if record is None else [record]
+        return await quarantine.all(handle)
+
+    records = _run(_with_store(work, config, redis_url))
+    if records is None:
+        console.print(f"no session {session_id!r}")
+        raise typer.Exit(1)
+    if target:
+        if not records:
+            console.print(f"no quarantine record {target!r} in session {session_id!r}")
             raise typer.Exit(1)
-        console.print(f"{record.id}: {record.status}")
+        console.print(f"{records[0].id}: {records[0].status}")
         return
-    records = _run(_with_store(lambda store: QuarantineStore(store).all(handle), config, redis_url))
-    table = Table("id", "kind", "status", "score", "source", "text", "reason")
+    # A fixed-width id column, as wide as its longest id: rich narrows the other columns first
+    # (a min_width would be undone by its last-resort even reduction); fold, never an ellipsis.
+    id_width = max((len(r.id) for r in records), default=2)
+    table = Table(Column("id", width=id_width, overflow="fold"),
+                  "kind", "status", "score", "source", "text", "reason")
     for r in records:
         table.add_row(r.id, r.kind, r.status, f"{r.score:.2f}" if r.score is not None else "",
                       r.source, r.text[:80], r.reason[:80])

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.lock import Lock
 from redis.exceptions import LockError, RedisError, ResponseError
 
@@ -30,6 +31,8 @@ from agentmem.store import owner
 from agentmem.store.keys import SessionKeys, tenant_index
 
 log = logging.getLogger("agentmem.store")
+
+CLUSTER_CHECK_S = 2.0  # SessionStore.ping on a cluster: every master answers within this
 
 
 class StoreUnavailable(Exception):
@@ -182,7 +185,30 @@ class SessionStore:
 
     @_wrap_errors
     async def ping(self) -> bool:
-        return bool(await self.redis.ping())
+        """Whether the store can serve every session (``/healthz``).
+
+        One server: PING. A Redis Cluster client's PING reaches some live node and succeeds
+        while a master is down and every call on its slots fails, so there each master (as
+        the client knows them, refreshed on a connection error) must answer CLUSTER INFO with
+        ``cluster_state:ok``: a master down or hung fails at once, before the live nodes mark
+        it failed (``cluster-node-timeout``); a slot no master serves fails as their state.
+        The whole check is bounded by ``CLUSTER_CHECK_S``, so a stopped host cannot hang it.
+        """
+        if not isinstance(self.redis, RedisCluster):
+            return bool(await self.redis.ping())
+        try:
+            replies: dict[str, Any] = await asyncio.wait_for(
+                self.redis.cluster_info(target_nodes=RedisCluster.PRIMARIES), CLUSTER_CHECK_S)
+        except TimeoutError:
+            raise StoreUnavailable(f"a cluster master did not answer within {CLUSTER_CHECK_S} s"
+                                   ) from None
+        # one master answers its info, several a {node name: info} mapping
+        infos: dict[str, Any] = {"": replies} if "cluster_state" in replies else replies
+        for node, info in infos.items():
+            state = info.get("cluster_state")
+            if state != "ok":
+                raise StoreUnavailable(f"cluster_state:{state} on {node or 'the master'}")
+        return True
 
     # -- the lock ---------------------------------------------------------------------------
 
