@@ -55,7 +55,7 @@ from agentmem.state import CacheLimits, EngineState
 from agentmem.state.steps import shared_records
 from agentmem.store import RedisConnector, SessionHandle, SessionStore, StoreUnavailable
 from agentmem.store.sessions import PendingWrite, StoredPrefix, TurnRecord
-from agentmem.streaming import LibraryStream
+from agentmem.streaming import CLIENT_DISCONNECTED, LibraryStream
 from agentmem.sync import SyncStream
 from agentmem.text import OFF_LOOP_CHARS, count_tokens
 from agentmem.unsaved import UnsavedWrites
@@ -395,7 +395,7 @@ class Hygiene:
                     call.store.locked(call.handle, timeout=policy.lock_timeout_s,
                                       wait=policy.lock_wait_s))
                 if stateful:
-                    history = await call.store.active_messages(call.handle) + history
+                    history = await _stateful_history(call.store, call.handle) + history
                     check_conversation(history)
                 chains = chain_hashes(history)
                 call.prefix = await call.store.match_prefix(call.handle, chains, call.lock)
@@ -807,6 +807,23 @@ def header_text(text: str) -> str:
 
 
 _NOT_HEADER_TEXT = re.compile(r"[^\x20-\x7e]")
+
+
+async def _stateful_history(store: SessionStore, handle: SessionHandle) -> list[dict[str, Any]]:
+    """The stored history a stateful client's new message continues.
+
+    A call whose stream broke off (the provider cut it, or it timed out) ended with an error
+    event: the client was not answered and will ask again. Its turns are left out, so the model
+    is not sent a truncated reply followed by the same question twice; the call's commit then
+    marks them superseded (kept, as every turn is). A stream the client itself left is kept:
+    the client has what it read."""
+    turns = await store.active_turns(handle)
+    last = turns[-1] if turns else None
+    if last is not None and last.partial and last.error != CLIENT_DISCONNECTED and last.report_id:
+        report = await store.report(handle, last.report_id)
+        if report is not None:
+            turns = turns[:max(0, len(turns) - 1 - report.ingest.new_turns)]
+    return [turn.message for turn in turns]
 
 
 async def _turns_of(history: list[dict[str, Any]], chains: list[str], start: int,
