@@ -174,6 +174,7 @@ def parse_request(body: Any, *, counting: bool = False, stateful: bool = False) 
     except ValidationError as error:
         message, param = describe_validation_error(error)
         raise InvalidRequest(message, param=param) from None
+    _check_text(request)
     if not stateful:
         _check_tool_pairs(request.messages)
     names = [tool.name for tool in request.tools or ()]
@@ -184,6 +185,28 @@ def parse_request(body: Any, *, counting: bool = False, stateful: bool = False) 
         raise InvalidRequest(f"tool_choice names '{choice.name}', which is not in tools.",
                              param="tool_choice")
     return request
+
+
+def _check_text(request: MessagesRequest) -> None:
+    """Anthropic's rules for text: a text block holds non-whitespace text, and every message
+    has content but a final assistant one (a prefill may be empty). Refused here, named, rather
+    than sent on, where litellm would fill the gap with text of its own."""
+    blocks: list[tuple[str, Any]] = [
+        (f"system[{position}]", block) for position, block in
+        enumerate(request.system if isinstance(request.system, list) else ())]
+    last = len(request.messages) - 1
+    for index, turn in enumerate(request.messages):
+        if not turn.content and not (index == last and isinstance(turn, AssistantTurn)):
+            raise InvalidRequest(f"messages[{index}]: a message must have non-empty content "
+                                 "(only a final assistant message may be empty).",
+                                 param=f"messages[{index}].content")
+        if isinstance(turn.content, list):
+            blocks += [(f"messages[{index}].content[{position}]", block)
+                       for position, block in enumerate(turn.content)]
+    for where, block in blocks:
+        if isinstance(block, TextBlock) and not block.text.strip():
+            raise InvalidRequest(f"{where}: text content blocks must contain non-whitespace text.",
+                                 param=f"{where}.text")
 
 
 def _refuse_server_tools(tools: Any) -> None:

@@ -241,6 +241,12 @@ def test_max_tokens_maps_to_its_stop_reason(claude, received):
     ({"model": CLAUDE, "max_tokens": 10, "tools": [{"type": "web_search_20250305", "name": "web_search"}],
       "messages": [{"role": "user", "content": "hi"}]}, "server tools"),
     ({"model": CLAUDE, "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
+    ({"model": CLAUDE, "max_tokens": 10, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "  "}]}]}, "non-whitespace"),
+    ({"model": CLAUDE, "max_tokens": 10, "messages": [{"role": "user", "content": ""}]},
+     "non-empty content"),
+    ({"model": CLAUDE, "max_tokens": 10, "system": [{"type": "text", "text": ""}],
+      "messages": [{"role": "user", "content": "hi"}]}, "system[0]"),
 ])
 def test_bad_requests_get_anthropic_errors_and_store_nothing(proxy_url, sessions, received, body, words):
     session = new_session()
