@@ -78,7 +78,8 @@ class UnsavedWrites:
         tried again at once, and waited for a few seconds (the store is back, or it is not and
         the call will find it down too)."""
         retry = self._pending.get((handle.tenant, handle.session_id))
-        if retry is None or retry.task is None:
+        if retry is None or retry.task is None or retry.task.get_loop() is not \
+                asyncio.get_running_loop():  # another loop's store: its own calls settle it
             return
         retry.wake.set()
         await asyncio.wait({retry.task}, timeout=SETTLE_WAIT_S)
