@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentmem.models.runtime import pause_point
-from agentmem.quarantine.poison.details import GENERIC, detail_terms
+from agentmem.quarantine.poison.details import URL, GENERIC, detail_terms
 from agentmem.quarantine.statements import Statements
 
 # --------------------------------------------------------------------------- clauses
@@ -66,7 +66,7 @@ _JSON_KEY = re.compile(r'"[\w .-]{1,40}"\s*:')
 def split_clauses(text: str) -> tuple[str, ...]:
     """The clauses of one sentence (or of a JSON blob: its string values), in order."""
     pieces = [p.strip(" ,.'") for p in _BOUNDARY.split(_JSON_KEY.sub(" | ", text))]
-    pieces = [p for p in pieces if p]
+    pieces = [p for p in pieces if p and not URL.fullmatch(p)]  # a link states nothing
     out: list[str] = []
     pending = ""
     for piece in pieces:

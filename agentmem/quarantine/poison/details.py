@@ -171,10 +171,22 @@ _FREE = re.compile(r"\b(?:free of charge|at no (?:extra |additional )?(?:charge|
                    re.IGNORECASE)
 
 
+# A URL (scheme, host, path) is where a statement was found, not what it claims: a search
+# API's links recur in every answer ("en.wikipedia.org", "https"), and one record chained a
+# research agent's four true searches through them (audit F1).
+URL = re.compile(r"(?:\b[a-z][a-z0-9+.-]*://|\bwww\.)[^\s\"'<>()\[\]{}]*", re.IGNORECASE)
+# A currency word after an amount is the currency sign: "eight dollars" and "8 USD" are "$8".
+_CURRENCY = re.compile(
+    r"(?P<amount>\d|\b(?:" + "|".join(w for w in _NUMBER_WORDS if w != "_") + r"))"
+    r"\s*(?:us\s+)?(?:dollars?|usd|euros?|eur|gbp|bucks)\b", re.IGNORECASE)
+
+
 @lru_cache(maxsize=1 << 16)
 def detail_terms(text: str) -> frozenset[str]:
     """Normalised content words, dates and times: what must match for two texts to state the
-    same detail."""
+    same detail. URLs say none; a currency word after an amount is its sign."""
+    text = URL.sub(" ", text)
+    text = _CURRENCY.sub(r"\g<amount> ", text)
     text = _FREE.sub(f" {FREE} ", text)
     rest, out = _temporal(text)
     rest, numbers = _numbers(rest)

@@ -152,7 +152,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
     clauses = _same_stems(clauses)  # "sign" and "signature" are one detail from here on
     frequency = _turn_frequency(statements)
     total_turns = len({int(p) for p in statements.position})
-    found: list[tuple[list[int], set[str], set[str], set[str]]] = []
+    found: list[tuple[list[int], set[str], set[str], set[str], set[str]]] = []
     taken: set[int] = set()
     # Every clause's row, though only the open ones are read: one product, where filling the
     # open block of a full matrix cost a copy of it (~30 ms at 2,000 clauses); usually (a
@@ -220,10 +220,15 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             if not own and peers:
                 continue  # between peers, a claim must repeat a name, number or date of its own
             novel = {a for a in anchors if not index.states(a, before=first)}
-            found.append((flagged, own, novel, amounts))
+            said: dict[str, set[int]] = {}
+            for k in flagged:
+                for a in gaps[k] & own:
+                    said.setdefault(a, set()).add(clauses[k].position)
+            named = {a for a, seen in said.items() if len(seen) >= 2} or own  # the reason's: recurring
+            found.append((flagged, own, novel, amounts, named))
             taken.update(flagged)
     out = []
-    for flagged, anchors, novel, amounts in found:
+    for flagged, anchors, novel, amounts, named in found:
         # The claim's novel details in clauses the grouping left out (a sentence that also
         # states a supported detail, a loose paraphrase): the same claim again. A detail of the
         # chain itself admits a related meaning; one only its candidate group shares (a chatty
@@ -250,7 +255,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             score=round(float((vectors[members] @ vectors[head]).mean()), 4),
             members=[clauses[k].text for k in members],
             reason=(f"claim made {len(positions)} times by {_who(statements, rows)}; its "
-                    f"recurring details ({', '.join(_surface(anchors, [clauses[k].text for k in members]))}) "
+                    f"recurring details ({', '.join(_surface(named, [clauses[k].text for k in members]))}) "
                     f"come from no user, system prompt or trusted tool")))
     return out
 
