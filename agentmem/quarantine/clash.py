@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from agentmem.models.runtime import pause_point
-from agentmem.quarantine.rules import RuleVerdict, rule_clash, rule_silent_ok
+from agentmem.quarantine.rules import RuleVerdict, rule_clash, rule_silent_ok, time_qualified
 from agentmem.quarantine.slots import announces_update, comparable, extract_facts
-from agentmem.quarantine.statements import (TRUST_RANK, Statements, is_claim, presupposes_about_self,
-                                            speaks_of_self)
+from agentmem.quarantine.statements import (TRUST_RANK, Statements, is_claim, only_asks,
+                                            presupposes_about_self, speaks_of_self)
 
 MAX_RULE_CANDIDATES = 400  # earlier statements of the source the rules look at, newest first
 # Pairs per NLI forward pass. A reply's ~10 pairs in one batch are padded to the longest: in
@@ -50,7 +50,10 @@ class Clash:
     reason: str = ""  # a rule's explanation, when a rule decided
 
     def loser(self, statements: Statements, resolution: str) -> int | None:
-        if resolution == "keep_both":
+        """The statement to withhold; None keeps both (with a note). A question that only
+        asks never makes the model's clash withhold what it asks about."""
+        if resolution == "keep_both" or (
+                not self.detector.startswith("rule") and only_asks(statements.texts[self.newer])):
             return None
         if resolution == "trust_wins":
             newer_rank = TRUST_RANK[statements.trust[self.newer]]
@@ -141,6 +144,11 @@ def clash_sources(statements: Statements, settings: Any) -> list[int]:
 @lru_cache(maxsize=65536)
 def _silent(older: str, newer: str) -> bool:
     return rule_silent_ok(older, newer)
+
+
+@lru_cache(maxsize=65536)
+def _time_qualified(text: str) -> bool:
+    return time_qualified(text)
 
 
 def _earlier_same_source(statements: Statements, row: int) -> list[int]:
@@ -237,7 +245,8 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any,
     """Step 2's pairs: (older, newer), same source, similar enough, sharing a content word
     (``nli_shared_terms``: "I hate cilantro" and "I love parsley" are about different things,
     which a small NLI model does not see), most similar first; pairs a rule guard already
-    explained are left out."""
+    explained are left out, and so are reports qualified by a day (``rules.time_qualified``:
+    "I ran 5k today" / "Today I ran 10k")."""
     pairs = []
     if pair_filter is None:
         pair_filter = _PairFilter(statements, settings)
@@ -249,8 +258,11 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any,
                 continue  # a question asserts nothing the rules did not already read from it
         elif not is_claim(text) and len(text.split()) < 3:
             continue
+        if _time_qualified(text):
+            continue  # a report of a day ("I ran 5k today") contradicts no other day's, nor a standing fact
         earlier = [i for i in _earlier_same_source(statements, row)
-                   if not statements.texts[i].rstrip().endswith("?")]
+                   if not statements.texts[i].rstrip().endswith("?")
+                   and not _time_qualified(statements.texts[i])]
         if not earlier:
             continue
         cosine = statements.vectors[earlier] @ statements.vectors[row]

@@ -202,7 +202,7 @@ def clash_records(clashes: list[Clash], scope: Scope) -> list[QuarantineRecord]:
             turn_id=key[0], position=int(statements.position[subject]),
             span=statements.spans[subject], text=statements.texts[subject],
             source=statements.sources[subject], score=round(clash.probability, 4),
-            reason=(f"contradicted by a {'later' if subject == clash.older else 'more trusted'} "
+            reason=(f"contradicted by {_relation(subject, clash, loser)} "
                     f"statement of {statements.sources[other]}: \"{statements.texts[other][:200]}\""
                     f"{why}"),
             related=[{"turn_id": scope.key_of(other)[0], "span": list(statements.spans[other]),
@@ -211,6 +211,13 @@ def clash_records(clashes: list[Clash], scope: Scope) -> list[QuarantineRecord]:
         known[key] = record
         out.append(record)
     return out
+
+
+def _relation(subject: int, clash: Clash, loser: int | None) -> str:
+    """How the other statement of a clash stands to the record's subject."""
+    if subject == clash.older:
+        return "a later"
+    return "an earlier" if loser is None else "a more trusted"
 
 
 async def run_detectors(scope: Scope, detectors: tuple[Detector, ...] = DETECTORS

@@ -116,6 +116,40 @@ def _content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z][a-z'-]{2,}", text.lower()) if w not in _STOPWORDS}
 
 
+# --------------------------------------------------------------------------- time-qualified reports
+
+_DAYS = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+# A named day or part of one, relative to when it was said: what it qualifies happened (or
+# holds) then, and says nothing of another day. Not "now" / "at the moment" / "currently" (the
+# standing present: "I'm unemployed right now" vs "I work too much" is a contradiction), not a
+# duration or a count of days ("last restock: 2 days ago" is a record's value), not the future
+# (a plan for a day is changed, and the change supersedes it).
+_TIME_ANCHOR = re.compile(
+    r"\b(?:today|tonight|yesterday|last night|earlier today|the other day|"
+    r"this (?:morning|afternoon)|"
+    r"(?:yesterday|last|this past) (?:morning|afternoon|evening|night|week|weekend|" + _DAYS + r"))\b",
+    re.IGNORECASE)
+# "On Monday", "this week" name a past day only in a report of it ("on Monday we hiked", "this
+# evening I cooked"); "my flight is on Friday", "my interview is this Thursday" are bookings,
+# standing facts until they change.
+_ON_DAY = re.compile(r"\b(?:on (?:" + _DAYS + r")|this (?:evening|week|weekend|" + _DAYS + r"))\b",
+                     re.IGNORECASE)
+_PAST_TENSE = re.compile(r"\b(?:was|were|did|had|went|ran|got|came|saw|made|took|ate|drank|left|met|"
+                         r"spent|felt|swam|rode|drove|bought|wrote|read it|[a-z]{2,}ed)\b", re.IGNORECASE)
+
+
+def time_qualified(text: str) -> bool:
+    """Whether a statement is qualified by a day named relative to when it was said ("I ran 5k
+    today", "Yesterday it was 15 degrees", "on Monday we hiked"): a report of that day, not a
+    standing fact. Two such reports, or one and a standing fact, are not a contradiction
+    ("Today I ran 10k" after "I ran 5k today", said on another day; "I'm at work today" and
+    "I work from home"), the guard the slot rules apply to time-qualified facts
+    (``slots.conflicts``: "time-qualified", "habit vs exception"), for the NLI backstop,
+    which reads no qualifiers."""
+    return _TIME_ANCHOR.search(text) is not None or (_ON_DAY.search(text) is not None
+                                                     and _PAST_TENSE.search(text) is not None)
+
+
 # --------------------------------------------------------------------------- same record, different value
 
 _TOKEN = re.compile(r"\d{1,2}:\d{2}|\d+(?:[.,]\d+)*|[A-Za-z]+(?:[-'][A-Za-z]+)*|[^\sA-Za-z\d]")

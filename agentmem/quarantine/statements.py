@@ -12,11 +12,12 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
 from agentmem.lexical import terms
+from agentmem.quarantine.claims import text_clauses
 
 # Lines that introduce someone else's words inside a trusted tool's output: forwarded and
 # external mail (headers, or JSON with a sender address / an external flag), posts, comments,
@@ -165,10 +166,44 @@ def presupposes_about_self(text: str) -> bool:
     """A question of six words or more that speaks of its asker (first person): it may state,
     in passing, something the asker said otherwise before. "do epipens survive heat?" does
     not; "When I email Ridgeview, since that's the school we're zoned for, should I ask ...?"
-    does."""
+    does. (A question that only asks is compared too, for what its words presuppose, "Should we
+    keep our gas furnace?", but never withholds what it is compared with: ``only_asks``.)"""
     stripped = text.strip()
     return (stripped.endswith("?") and len(stripped.split()) >= 6
             and _FIRST_PERSON.search(stripped.replace("\u2019", "'")) is not None)
+
+
+@lru_cache(maxsize=65536)
+def only_asks(text: str) -> bool:
+    """A question with no clause that states anything: "What's my laptop budget again?",
+    "Remind me, what time is my flight?". It may ask about the very fact it is compared with
+    (to the NLI model "What's my X again?" reads as contradicting "My X is V": 0.99), so a
+    clash it makes never withholds that fact: the earlier statement is noted beside it."""
+    stripped = text.strip()
+    return stripped.endswith("?") and not states_in_passing(stripped)
+
+
+# Clauses that assert nothing about the world although they are not questions: a request to
+# recall or tell ("remind me", "can you tell me"), a note on the asker's memory ("I forgot",
+# "I can't remember"), a heading ("quick question about my trip"); and a wh-word read as a
+# subordinator ("..., when does my flight leave").
+_ASKING_CLAUSE = re.compile(
+    r"^(?:please |(?:can|could|would) you |just )?(?:remind|tell|help|show|ask|let) (?:me|us)\b|"
+    r"^i (?:forgot|forget|can't remember|cannot remember|don't remember|do not remember|can't recall|"
+    r"don't recall|lost track|have a question|was wondering|wonder|wanted to (?:ask|check|confirm))\b|"
+    r"^(?:(?:a |one |another |quick |small |one more |just a |just one )*(?:question|check|reminder)s?\b)|"
+    r"^(?:just )?(?:checking|to check|double[- ]checking|confirming|to confirm)\b|^sorry\b|"
+    r"^(?:when|where|what|which|who|how|why) (?:do|does|did|is|are|am|was|were|can|could|should|would|"
+    r"will|have|has)\b")
+
+
+def states_in_passing(text: str) -> bool:
+    """Whether a question states something besides what it asks: a clause of its own that is
+    not a question (a declarative lead or tail, a "since / because / now that / once ..." clause,
+    a tag question's statement, an "if" clause, whose possessives still presuppose: "If I keep
+    the car in my building's garage, ...?") and is not a request to recall or a heading."""
+    return any(clause.mood in {"assert", "hypothetical"} and not _ASKING_CLAUSE.search(clause.text)
+               for clause in text_clauses(text))
 
 
 # The speaker in a statement ("I have two cats", "my shift starts at 9", "no pets live with
