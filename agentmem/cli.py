@@ -118,12 +118,34 @@ def serve(host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     # Redis (see agentmem.pending): the process is gone within 10 s, whatever was pending.
     if workers > 1:
         _serve_workers(workers, listener, config, policy, redis_url, log_level, log_format)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
-                                           log_level=log_level, timeout_graceful_shutdown=5,
-                                           **_log_config(log_format)))
+    server = _server(uvicorn.Config(create_app(settings), host=host, port=port,
+                                    log_level=log_level, timeout_graceful_shutdown=GRACE_S,
+                                    **_log_config(log_format)))
     with contextlib.suppress(KeyboardInterrupt):  # SIGINT, re-raised by uvicorn once it is done
         server.run(sockets=[listener])
     _exit_now(0 if server.started else 3)
+
+
+GRACE_S = 5  # uvicorn's graceful shutdown: how long in-flight calls get to finish
+STREAMS_END_S = GRACE_S - 1  # streams still running then end with an error event
+
+
+def _server(config: Any) -> Any:
+    """uvicorn's server, whose first SIGTERM (or Ctrl-C) also ends the streams still relayed
+    a second before the grace runs out: each client gets an error event and its reply is
+    stored partial as cut by the shutdown, where uvicorn would cut the connection bare."""
+    import uvicorn
+
+    from agentmem.streaming import end_streams_after
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.should_exit:
+                with contextlib.suppress(RuntimeError):  # not on the loop's thread: no streams
+                    end_streams_after(STREAMS_END_S)
+            super().handle_exit(sig, frame)
+
+    return Server(config)
 
 
 def _serve_workers(workers: int, listener: socket.socket, config: Path | None,
@@ -152,7 +174,7 @@ def _serve_workers(workers: int, listener: socket.socket, config: Path | None,
             shared.workers_now(process.pid for process in self.processes)
 
     supervisor = uvicorn.Config("agentmem.proxy.app:app_from_environment", factory=True,
-                                workers=workers, log_level=log_level, timeout_graceful_shutdown=5,
+                                workers=workers, log_level=log_level, timeout_graceful_shutdown=GRACE_S,
                                 **_log_config(log_format))
     try:
         Supervisor(supervisor, sockets=[listener]).run()

@@ -99,6 +99,14 @@ class HygieneUnavailable(AgentmemError):
     error_type = "agentmem_unavailable"
 
 
+class ServerShuttingDown(AgentmemError):
+    """The server is stopping and ended a stream before its grace ran out: the reply so far
+    is stored, marked partial; the client may ask again (another replica, or after the start)."""
+
+    status_code = 503
+    error_type = "server_shutting_down"
+
+
 class PolicyError(AgentmemError):
     """A policy file or object is invalid; the message names the field."""
 

@@ -8,9 +8,11 @@ client went away. A cancelled request cannot await, so the write runs as its own
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from agentmem.errors import ServerShuttingDown
 from agentmem.upstream import as_upstream_error
 
 
@@ -70,21 +72,53 @@ class ReplyAssembler:
 # The reason stored with a reply whose stream the client left before its end (every path: the
 # library, the proxy, the adapters).
 CLIENT_DISCONNECTED = "the client disconnected before the stream ended"
+# ... and with one the server ended because it was shutting down (``end_streams_after``).
+SERVER_SHUTDOWN = "the server shut down before the stream ended"
+
+_relaying: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()  # tasks inside relay_stream
+
+
+def end_streams_after(delay: float) -> None:
+    """The server is shutting down: the streams still relayed ``delay`` seconds from now end
+    then, each with an error event its client can read and its reply stored partial with the
+    reason, before the server's own grace runs out and cuts their connections bare (a cut the
+    relay could only take for the client leaving). Safe from a signal handler on the thread of
+    the running loop (``agentmem serve``'s SIGTERM)."""
+    loop = asyncio.get_running_loop()
+    loop.call_soon_threadsafe(loop.call_later, delay, _end_streams)
+
+
+def _end_streams() -> None:
+    for task in list(_relaying):
+        task.cancel(msg=SERVER_SHUTDOWN)
 
 
 async def relay_stream(stream: Any, call: Any) -> AsyncGenerator[Any, None]:
     """Yield the provider's chunks; store the assembled reply when the stream ends."""
     assembler = ReplyAssembler()
+    task = asyncio.current_task()
+    if task is not None:
+        _relaying.add(task)
     try:
         async for chunk in stream:
             assembler.add(chunk)
             yield chunk
-    except (asyncio.CancelledError, GeneratorExit):
+    except asyncio.CancelledError as cancelled:
+        if task is not None and cancelled.args[:1] == (SERVER_SHUTDOWN,) and task.uncancel() == 0:
+            await store_unfinished(call, assembler, SERVER_SHUTDOWN)  # ours: no longer cancelled
+            raise ServerShuttingDown("the server is shutting down; the reply so far is stored, "
+                                     "marked partial; ask again") from None
+        call.hygiene.spawn(store_unfinished(call, assembler, CLIENT_DISCONNECTED))
+        raise
+    except GeneratorExit:
         call.hygiene.spawn(store_unfinished(call, assembler, CLIENT_DISCONNECTED))
         raise
     except Exception as error:
         await store_unfinished(call, assembler, stream_failure(error))
         raise as_upstream_error(error) from error
+    finally:
+        if task is not None:
+            _relaying.discard(task)
     call.report.usage = assembler.usage
     await call.finish(assembler.message())
 

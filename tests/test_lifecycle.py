@@ -319,3 +319,32 @@ def test_killed_embedded_redis_comes_back_without_restarting_the_server(fleet):
     assert _redis_pid(data) != old
     assert server.process.poll() is None  # the same server process throughout
     assert server.stored("before") == ["written before the kill", "echo: written before the kill"]
+
+
+def test_a_stream_still_running_at_shutdown_ends_with_an_error_event_and_is_stored(fleet):
+    """SIGTERM while a stream waits on its provider: a second before uvicorn's grace runs out,
+    the client gets an error event it can read (not a cut connection), and the reply so far is
+    stored partial as cut by the shutdown (not as the client leaving)."""
+    from agentmem.streaming import SERVER_SHUTDOWN
+
+    server = fleet.start()
+    session = "shutdown-stream"
+    events: list[str] = []
+    with httpx.Client(timeout=30) as http, http.stream(
+            "POST", f"{server.url}/v1/chat/completions", headers={"X-Session-Id": session},
+            json={"model": "openai/echo", "stream": True, "messages": [{"role": "user", "content":
+                  "Tell me the harbour's whole history. [[stall:3,30000]]"}]}) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                events.append(line)
+                if len(events) == 1:
+                    server.process.send_signal(signal.SIGTERM)
+    assert len(events) >= 2, events
+    error = json.loads(events[-1].removeprefix("data:"))["error"]
+    assert error["type"] == "server_shutting_down"
+    server.process.wait(timeout=30)
+
+    again = fleet.start()
+    turns = httpx.get(f"{again.url}/v1/sessions/{session}", timeout=30).json()["turns"]
+    assert [t["role"] for t in turns] == ["user", "assistant"]
+    assert turns[-1]["partial"] and turns[-1]["error"] == SERVER_SHUTDOWN
