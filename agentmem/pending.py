@@ -46,6 +46,9 @@ log = logging.getLogger("agentmem.pending")
 LEASE_S = 15.0  # a server that stops renewing for this long is taken for dead
 ADOPT_EVERY_S = 5.0  # how often a server looks for orphaned jobs
 ADOPT_BATCH = 200  # jobs moved per script run (one script must not hold Redis long)
+# Backlog jobs of one loop (``queue(..., in_turn=True)``) doing their work at once; the rest
+# wait their turn holding no more than their record.
+RUNNING_JOBS = 4
 _BASE = "agentmem:{jobs}"
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # a policy file name, never a path
 SERVERS_KEY = f"{_BASE}:servers"
@@ -202,6 +205,7 @@ class AfterReplyWork:
         self.tasks: set[asyncio.Task] = set()  # jobs queued or running, on any loop
         self._keepers: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
         self._adopters: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
+        self._turns: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
 
     def ledger(self, store: SessionStore) -> Ledger:
         ledger = self._ledgers.get(store)
@@ -212,11 +216,13 @@ class AfterReplyWork:
     # -- queueing ------------------------------------------------------------------------------
 
     def queue(self, store: SessionStore, job: AfterReplyJob,
-              work: Callable[[], Awaitable[None]]) -> asyncio.Task:
-        """Record the job and run ``work`` now. The record is a write that must land (the
-        engine's shutdown waits for it); the work may be cancelled, its record stays."""
+              work: Callable[[], Awaitable[None]], *, in_turn: bool = False) -> asyncio.Task:
+        """Record the job and run ``work`` now, or with ``in_turn`` when one of the loop's
+        ``RUNNING_JOBS`` turns is free (a backlog's job, whose work loads its session: loaded
+        all at once, a backlog is every session in memory). The record is a write that must
+        land (the engine's shutdown waits for it); the work may be cancelled, its record stays."""
         recorded = self.hygiene.spawn(self._record(store, job))
-        return self._start(store, recorded, work)
+        return self._start(store, recorded, work, in_turn=in_turn)
 
     async def _record(self, store: SessionStore, job: AfterReplyJob) -> str | None:
         try:
@@ -226,24 +232,37 @@ class AfterReplyWork:
             return None
 
     def _start(self, store: SessionStore, recorded: Awaitable[str | None],
-               work: Callable[[], Awaitable[None]]) -> asyncio.Task:
-        task = self.hygiene.spawn(self._run(store, recorded, work))
+               work: Callable[[], Awaitable[None]], *, in_turn: bool = False) -> asyncio.Task:
+        task = self.hygiene.spawn(self._run(store, recorded, work, in_turn))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         self._keep_lease(store)
         return task
 
     async def _run(self, store: SessionStore, recorded: Awaitable[str | None],
-                   work: Callable[[], Awaitable[None]]) -> None:
+                   work: Callable[[], Awaitable[None]], in_turn: bool) -> None:
         entry = await asyncio.shield(recorded)
         try:
-            await work()
+            if in_turn:
+                async with self._turn():
+                    await work()
+            else:
+                await work()
         finally:
             # Done, or failed for good (a retry elsewhere would fail alike): drop the record.
             # Cancelled (a shutdown): keep it, the next owner redoes the job.
             if entry is not None and not _cancelling():
                 with contextlib.suppress(StoreUnavailable):
                     await self.ledger(store).done(entry)
+
+    def _turn(self) -> asyncio.Semaphore:
+        """This loop's turns for backlog jobs: one starts its work (reads its session, embeds)
+        only when one of ``RUNNING_JOBS`` is free, so a backlog waits as records."""
+        loop = asyncio.get_running_loop()
+        turns = self._turns.get(loop)
+        if turns is None:
+            turns = self._turns[loop] = asyncio.Semaphore(RUNNING_JOBS)
+        return turns
 
     def _keep_lease(self, store: SessionStore) -> None:
         loop = asyncio.get_running_loop()
