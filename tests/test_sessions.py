@@ -288,3 +288,29 @@ def test_a_tenant_name_cannot_reach_into_another_tenants_keys(monkeypatch, tmp_p
                 {"role": "user", "content": "hi"}]}, tenant="acme:payroll", session_id="s"))
     finally:
         engine.close()
+
+
+async def test_embeddings_that_land_after_a_delete_do_not_bring_the_session_back(data_dir):
+    """After-reply work can finish after the session was deleted (a large paste's embeddings):
+    its write must not recreate a key of a session that no longer exists."""
+    import uuid
+
+    from agentmem import Hygiene, Policy
+    from agentmem.config import Settings
+    from agentmem.store import SessionHandle
+
+    engine = Hygiene(settings=Settings(data_dir=data_dir))
+    plain = Policy(name="plain", stages=[], embed=False)
+    handle = SessionHandle("default", f"del-{uuid.uuid4().hex[:8]}")
+    try:
+        await engine.apply([{"role": "user", "content": "Keep me for a moment."}],
+                           session_id=handle.session_id, policy=plain)
+        store = engine.store()
+        await store.add_embeddings(handle, {0: b"\x00" * 8}, ttl=600)  # the session is there
+        assert await store.redis.hlen(handle.keys.embeddings) == 1
+        assert await store.delete(handle)
+        await store.add_embeddings(handle, {0: b"\x00" * 8}, ttl=600)  # landing after the delete
+        assert not await store.redis.exists(*handle.keys.data_keys())
+    finally:
+        await engine.aclose()
+        engine.connector.close()

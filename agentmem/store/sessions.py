@@ -170,6 +170,21 @@ return 0
 """
 
 
+# Write hash fields of a session only while it exists: after-reply work (embeddings,
+# quarantine records) that lands after the session was deleted must not bring a key of it back.
+# KEYS[1]: the session's meta; KEYS[2]: the hash. ARGV: ttl (0: none), 1 to overwrite or 0 to
+# add new fields only, then field, value pairs.
+_SET_IF_SESSION = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 3, #ARGV, 2 do
+  if ARGV[2] == '1' then redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  else redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) end
+end
+if tonumber(ARGV[1]) > 0 then redis.call('EXPIRE', KEYS[2], ARGV[1]) end
+return 1
+"""
+
+
 class SessionStore:
     def __init__(self, redis: Any) -> None:
         # a redis.asyncio.Redis with bytes replies; its stubs type every reply as bytes | str
@@ -177,6 +192,7 @@ class SessionStore:
         self._commit_script = redis.register_script(_COMMIT)
         self._delete_if_equal = redis.register_script(_DELETE_IF_EQUAL)
         self._acquire_script = redis.register_script(_ACQUIRE_AND_PROBE)
+        self._set_if_session = redis.register_script(_SET_IF_SESSION)
         self._chain_memo: OrderedDict[str, list[str]] = OrderedDict()  # see turn_tokens
         self._probes: dict[str, tuple[str, list[Any]]] = {}  # lock key: (token, prefix reads)
 
@@ -438,8 +454,20 @@ class SessionStore:
     @_wrap_errors
     async def add_embeddings(self, handle: SessionHandle, embeddings: dict[int, bytes], *,
                              ttl: int | None) -> None:
-        await self._set_fields(handle.keys.embeddings,
-                               {str(k): v for k, v in embeddings.items()}, ttl)
+        await self.set_session_fields(handle, handle.keys.embeddings,
+                                      {str(k): v for k, v in embeddings.items()}, ttl=ttl)
+
+    @_wrap_errors
+    async def set_session_fields(self, handle: SessionHandle, name: str, mapping: dict[str, Any],
+                                 *, ttl: int | None, overwrite: bool = True) -> bool:
+        """Write fields of one of the session's hashes, in one script, only while the session
+        exists (work that finishes after a DELETE writes nothing); False if it is gone."""
+        if not mapping:
+            return True
+        args: list[Any] = [ttl or 0, 1 if overwrite else 0]
+        for field_name, value in mapping.items():
+            args += [field_name, value]
+        return bool(await self._set_if_session(keys=[handle.keys.meta, name], args=args))
 
     async def _set_fields(self, name: str, mapping: dict[str, Any], ttl: int | None) -> None:
         """Hash fields written outside the call's commit script, so the key's lifetime is set
