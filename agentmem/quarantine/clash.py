@@ -146,11 +146,6 @@ def _silent(older: str, newer: str) -> bool:
     return rule_silent_ok(older, newer)
 
 
-@lru_cache(maxsize=65536)
-def _time_qualified(text: str) -> bool:
-    return time_qualified(text)
-
-
 def _earlier_same_source(statements: Statements, row: int) -> list[int]:
     """Rows of earlier turns with the row's source, in order. The position test is numpy: a
     scan per row in Python made a 10,000-sentence paste cost minutes (quadratic)."""
@@ -258,11 +253,11 @@ def candidate_pairs(statements: Statements, new_rows: list[int], settings: Any,
                 continue  # a question asserts nothing the rules did not already read from it
         elif not is_claim(text) and len(text.split()) < 3:
             continue
-        if _time_qualified(text):
+        if time_qualified(text):
             continue  # a report of a day ("I ran 5k today") contradicts no other day's, nor a standing fact
         earlier = [i for i in _earlier_same_source(statements, row)
                    if not statements.texts[i].rstrip().endswith("?")
-                   and not _time_qualified(statements.texts[i])]
+                   and not time_qualified(statements.texts[i])]
         if not earlier:
             continue
         cosine = statements.vectors[earlier] @ statements.vectors[row]

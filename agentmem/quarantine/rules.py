@@ -19,6 +19,7 @@ import difflib
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from agentmem.quarantine.claims import split_sentences, text_clauses
 from agentmem.quarantine.slots import announces_update, clause_guard, conflict, extract_facts, relations
@@ -138,6 +139,7 @@ _PAST_TENSE = re.compile(r"\b(?:was|were|did|had|went|ran|got|came|saw|made|took
                          r"spent|felt|swam|rode|drove|bought|wrote|read it|[a-z]{2,}ed)\b", re.IGNORECASE)
 
 
+@lru_cache(maxsize=65536)  # every earlier statement is asked again at each new one
 def time_qualified(text: str) -> bool:
     """Whether a statement is qualified by a day named relative to when it was said ("I ran 5k
     today", "Yesterday it was 15 degrees", "on Monday we hiked"): a report of that day, not a
