@@ -10,7 +10,10 @@ import threading
 import time
 from pathlib import Path
 
+import redis
 import uvicorn
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 def free_port() -> int:
@@ -92,3 +95,23 @@ class RedisServer:
 def require_redis_server() -> bool:
     """CI sets AGENTMEM_REQUIRE_REDIS_SERVER=1 so a missing server fails instead of skipping."""
     return os.environ.get("AGENTMEM_REQUIRE_REDIS_SERVER") == "1"
+
+
+def probe_node(port: int) -> redis.Redis:
+    """A client of a loopback Redis that tries once, with a short timeout: redis-py's default
+    retries would wait ~25 s on a port held by something that is not (yet) a node, while the
+    node it waits for may have exited."""
+    return redis.Redis(port=port, socket_timeout=2, retry=Retry(NoBackoff(), 0))
+
+
+def wait_until(check, what: str, timeout: float = 30) -> None:
+    """Poll ``check`` (a Redis error counts as not yet) until it holds, or fail naming ``what``."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if check():
+                return
+        except redis.RedisError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting until {what}")

@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from agentmem import Hygiene
 from agentmem.config import Settings
 from agentmem.store import SessionHandle
 from agentmem.store.keys import SessionKeys, tenant_index
-from tests.servers import free_port, require_redis_server
+from tests.servers import free_port, probe_node, require_redis_server, wait_until
 
 NODE_TIMEOUT_MS = 1000
 
@@ -48,7 +45,7 @@ class ClusterNodes:
         subprocess.run(["redis-cli", "--cluster", "create",
                         *[f"127.0.0.1:{p}" for p in self.ports], "--cluster-replicas", "1",
                         "--cluster-yes"], check=True, capture_output=True, timeout=60)
-        _wait_for(self.healthy, "the cluster is ok on every node")
+        wait_until(self.healthy, "the cluster is ok on every node")
         return self
 
     def _start_node(self, tries: int = 5) -> None:
@@ -70,7 +67,7 @@ class ClusterNodes:
                  str(folder / "nodes.conf"), "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
                  "--appendonly", "yes", "--save", "", "--dir", str(folder)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            _wait_for(lambda proc=process, p=port: proc.poll() is not None or _probe(p).ping(),
+            wait_until(lambda proc=process, p=port: proc.poll() is not None or probe_node(p).ping(),
                       f"node {port} answers or exits")
             if process.poll() is None:
                 self.ports.append(port)
@@ -113,24 +110,6 @@ class ClusterNodes:
 
 def _node(port: int) -> redis.Redis:
     return redis.Redis(port=port, socket_timeout=2)
-
-
-def _probe(port: int) -> redis.Redis:
-    """A client that tries once: redis-py's default retries would wait ~25 s on a port held
-    by something that is not (yet) a node, while the node it waits for may have exited."""
-    return redis.Redis(port=port, socket_timeout=2, retry=Retry(NoBackoff(), 0))
-
-
-def _wait_for(check, what: str, timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if check():
-                return
-        except redis.RedisError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting until {what}")
 
 
 @pytest.fixture(scope="module")
@@ -246,7 +225,7 @@ async def test_a_master_fails_over_and_the_session_goes_on(cluster, upstream):
         master = cluster.master_of(keys.turns)
         assert _node(master).execute_command("WAIT", 1, 5000) >= 1  # a replica has the turns
         cluster.kill(master)
-        _wait_for(lambda: cluster.master_of(keys.turns) != master and cluster.healthy(),
+        wait_until(lambda: cluster.master_of(keys.turns) != master and cluster.healthy(),
                   "a replica took the slot over", timeout=60)
         history.append({"role": "user", "content": "After the failover."})
         assert await _say(engine, upstream, session, history) == ""

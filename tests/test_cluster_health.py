@@ -24,36 +24,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from agentmem.api import Hygiene
 from agentmem.config import Settings
 from agentmem.proxy import create_app
 from agentmem.store import StoreUnavailable
-from tests.servers import ThreadServer, free_port, require_redis_server
+from tests.servers import ThreadServer, free_port, probe_node, require_redis_server, wait_until
 
 # Long enough that the live nodes still say cluster_state:ok for the whole of a test that
 # kills a master: the window in which PING alone answered "ok" while calls failed.
 NODE_TIMEOUT_MS = 30_000
-
-
-def _node(port: int) -> redis.Redis:
-    """A client that tries once, with a short timeout."""
-    return redis.Redis(port=port, socket_timeout=2, retry=Retry(NoBackoff(), 0))
-
-
-def _wait_for(check, what: str, timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if check():
-                return
-        except redis.RedisError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting until {what}")
 
 
 class Masters:
@@ -69,7 +49,7 @@ class Masters:
         subprocess.run(["redis-cli", "--cluster", "create",
                         *[f"127.0.0.1:{p}" for p in self.processes], "--cluster-replicas", "0",
                         "--cluster-yes"], check=True, capture_output=True, timeout=60)
-        _wait_for(lambda: all(self.state(p) == "ok" for p in self.processes),
+        wait_until(lambda: all(self.state(p) == "ok" for p in self.processes),
                   "cluster_state:ok on every node")
         return self
 
@@ -88,7 +68,7 @@ class Masters:
                  "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--save", "",
                  "--appendonly", "no", "--dir", str(folder)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            _wait_for(lambda proc=process, p=port: proc.poll() is not None or _node(p).ping(),
+            wait_until(lambda proc=process, p=port: proc.poll() is not None or probe_node(p).ping(),
                       f"node {port} answers or exits")
             if process.poll() is None:
                 self.processes[port] = process
@@ -101,7 +81,7 @@ class Masters:
         return f"redis+cluster://127.0.0.1:{next(iter(self.processes))}/0"
 
     def state(self, port: int) -> str:
-        return _node(port).cluster("info")["cluster_state"]
+        return probe_node(port).cluster("info")["cluster_state"]
 
     def stop(self) -> None:
         for process in self.processes.values():
@@ -174,8 +154,8 @@ async def test_cluster_state_fail_is_degraded_with_every_node_up(masters):
         store = engine.store()
         assert await store.ping() is True
         for port in masters.processes:  # slot 0 served by no master: the cluster is down
-            _node(port).execute_command("CLUSTER", "DELSLOTS", 0)
-        _wait_for(lambda: all(masters.state(p) == "fail" for p in masters.processes),
+            probe_node(port).execute_command("CLUSTER", "DELSLOTS", 0)
+        wait_until(lambda: all(masters.state(p) == "fail" for p in masters.processes),
                   "cluster_state:fail on every node")
         with pytest.raises(StoreUnavailable, match="cluster_state"):
             await store.ping()

@@ -6,19 +6,12 @@ does, then ``detect_poison`` (as tests/test_poison_rules.py does).
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
-from agentmem.ingest import source_of
-from agentmem.lexical import terms
-from agentmem.messages import text_of
 from agentmem.quarantine.poison import detail_terms, detect_poison
 from agentmem.quarantine.settings import QuarantineSettings
-from agentmem.quarantine.statements import statements_of
-from agentmem.speakers import speaker_of
-from agentmem.structured import message_rows
+from tests.corpus_rows import statements_for
 
 SETTINGS = QuarantineSettings()  # the default untrusted tools: web_*, *search*, ...
 
@@ -31,27 +24,7 @@ def encode():
 
 
 def _statements(messages: list[dict], encode):
-    positions, spans, texts, sources, frame = [], [], [], [], []
-    for position, message in enumerate(messages):
-        text = text_of(message)
-        sources.append(source_of(message, messages[:position]))
-        found, structural = message_rows(text, message.get("role", ""))
-        frame += structural
-        for span in found:
-            positions.append(position)
-            spans.append((span.start, span.end))
-            texts.append(text[span.start : span.end])
-    corpus = SimpleNamespace(
-        position=np.asarray(positions, np.int64),
-        spans=spans,
-        texts=texts,
-        sources=sources,
-        speakers=[speaker_of(m) for m in messages],
-        vectors=encode(texts),
-        words=[terms(t) for t in texts],
-        frame=np.asarray(frame, np.bool_),
-    )
-    return statements_of(corpus, messages, len(messages), SETTINGS.untrusted_tools)
+    return statements_for(messages, encode, SETTINGS.untrusted_tools)
 
 
 def findings(messages: list[dict], encode) -> list[tuple[list[str], str]]:

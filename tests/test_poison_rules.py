@@ -12,9 +12,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from agentmem.ingest import source_of
-from agentmem.lexical import terms
-from agentmem.messages import text_of
 from agentmem.quarantine.poison import (
     Clause,
     claim_chains,
@@ -30,9 +27,7 @@ from agentmem.quarantine.poison.cosines import close_pairs
 from agentmem.quarantine.poison.recurrence import _components, _shared_counts
 from agentmem.quarantine.poison.support import _Unit
 from agentmem.quarantine.settings import QuarantineSettings
-from agentmem.quarantine.statements import statements_of
-from agentmem.speakers import speaker_of
-from agentmem.structured import message_rows
+from tests.corpus_rows import statements_for
 
 SETTINGS = QuarantineSettings(untrusted_tools=["web_*", "untrusted_*"])
 
@@ -207,23 +202,8 @@ def encode():
 
 
 def statements(messages: list[dict], encode):
-    """The session corpus's rows, as the engine cuts them (``message_rows``: a tool's JSON
-    answer by its records and frame, other text by sentence)."""
-    positions, spans, texts, sources, frame = [], [], [], [], []
-    for position, message in enumerate(messages):
-        text = text_of(message)
-        sources.append(source_of(message, messages[:position]))
-        found, structural = message_rows(text, message.get("role", ""))
-        frame += structural
-        for span in found:
-            positions.append(position)
-            spans.append((span.start, span.end))
-            texts.append(text[span.start:span.end])
-    corpus = SimpleNamespace(position=np.asarray(positions, np.int64), spans=spans, texts=texts,
-                             sources=sources, speakers=[speaker_of(m) for m in messages],
-                             vectors=encode(texts), words=[terms(t) for t in texts],
-                             frame=np.asarray(frame, np.bool_))
-    return statements_of(corpus, messages, len(messages), SETTINGS.untrusted_tools)
+    """The session corpus's rows, as the engine cuts them (``tests.corpus_rows``)."""
+    return statements_for(messages, encode, SETTINGS.untrusted_tools)
 
 
 def said(text: str) -> dict:
