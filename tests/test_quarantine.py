@@ -194,6 +194,46 @@ async def test_poison_in_our_stored_replies_is_found_after_the_reply(tmp_path):
         hygiene.connector.close()
 
 
+async def test_records_found_after_the_reply_do_not_bring_a_deleted_session_back(tmp_path,
+                                                                              monkeypatch):
+    """The session is deleted while the after-reply detectors run (a DELETE between the reply
+    and the end of its background work): what they find is not written, and no key of the
+    session comes back."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+    from agentmem.stages import quarantine as stage
+
+    found: list[list] = []
+    detect = stage.run_detectors
+
+    async def deleted_first(scope, *rest):
+        if any(CLAIM in text for text in scope.statements.texts) and handle is not None:
+            assert await hygiene.store().delete(handle)
+            found.append(await detect(scope, *rest))
+            return found[-1]
+        return await detect(scope, *rest)
+
+    hygiene = Hygiene("guarded", settings=Settings(data_dir=tmp_path))
+    session_id, history = f"del-{uuid.uuid4().hex[:8]}", list(SESSION[:4])
+    replies = [m for m in SESSION[4:] if m["role"] == "assistant"]
+    users = [m for m in SESSION[4:] if m["role"] == "user"]
+    handle = None
+    try:
+        for number, (reply, user) in enumerate(zip(replies, users)):
+            call = await hygiene.prepare({"model": "echo", "messages": history}, session_id=session_id)
+            if number == 2:  # the reply that makes the claim recur a third time
+                handle = call.handle
+                monkeypatch.setattr(stage, "run_detectors", deleted_first)
+            await call.finish(reply)
+            await hygiene.drain()
+            history += [reply, user]
+        assert found and found[-1]  # the detectors did find the claim, after the delete
+        assert not await hygiene.store().redis.exists(*handle.keys.data_keys())
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+
+
 async def test_the_call_path_check_reads_text_and_embeds_nothing(tmp_path):
     """The clash rules on the call path read text: a new user message is checked without
     a single embedding on the call path (its vectors come from background work)."""

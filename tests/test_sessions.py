@@ -314,3 +314,42 @@ async def test_embeddings_that_land_after_a_delete_do_not_bring_the_session_back
     finally:
         await engine.aclose()
         engine.connector.close()
+
+
+async def test_quarantine_records_found_after_a_delete_do_not_bring_the_session_back(data_dir):
+    """The after-reply detectors can finish after the session was deleted: their records must
+    not recreate its quarantine hash. A new record never overwrites one already there (a
+    released record stays released); a grown claim group does."""
+    import uuid
+
+    from agentmem import Hygiene, Policy
+    from agentmem.config import Settings
+    from agentmem.quarantine import QuarantineRecord, QuarantineStore
+    from agentmem.store import SessionHandle
+
+    def record(reason: str) -> QuarantineRecord:
+        return QuarantineRecord(kind="clash", detector="rules", turn_id=0, position=0, span=(0, 9),
+                                text="Keep me.", source="user", reason=reason)
+
+    engine = Hygiene(settings=Settings(data_dir=data_dir))
+    plain = Policy(name="plain", stages=[], embed=False)
+    handle = SessionHandle("default", f"del-{uuid.uuid4().hex[:8]}")
+    try:
+        await engine.apply([{"role": "user", "content": "Keep me for a moment."}],
+                           session_id=handle.session_id, policy=plain)
+        store = engine.store()
+        records = QuarantineStore(store)
+        await records.add(handle, [record("first")], ttl=600, after_reply=True)
+        await records.add(handle, [record("second")], ttl=600, after_reply=True)
+        assert [r.reason for r in await records.all(handle)] == ["first"]  # kept as it was
+        await records.save(handle, [record("grown")], ttl=600, after_reply=True)
+        assert [r.reason for r in await records.all(handle)] == ["grown"]
+        assert 0 < await store.redis.ttl(handle.keys.quarantine) <= 600
+        assert await store.delete(handle)
+        await records.add(handle, [record("late")], ttl=600, after_reply=True)
+        await records.save(handle, [record("late")], ttl=600, after_reply=True)
+        assert not await store.redis.exists(*handle.keys.data_keys())
+    finally:
+        await engine.aclose()
+        engine.connector.close()
+

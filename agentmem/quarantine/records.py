@@ -74,19 +74,30 @@ class QuarantineStore:
         return QuarantineRecord.model_validate_json(raw) if raw else None
 
     async def add(self, handle: SessionHandle, records: list[QuarantineRecord], *,
-                  ttl: int | None) -> None:
-        """Write new records; never overwrite: a released or confirmed record stays so."""
-        await self._write(handle, records, ttl=ttl, overwrite=False)
+                  ttl: int | None, after_reply: bool = False) -> None:
+        """Write new records; never overwrite: a released or confirmed record stays so.
+
+        ``after_reply``: written by work that runs after the call's commit, so only while the
+        session exists: a DELETE that came first must not get a key of it back. The call path
+        writes unguarded, since a new session's meta is only written by its first commit.
+        """
+        await self._write(handle, records, ttl=ttl, overwrite=False, after_reply=after_reply)
 
     async def save(self, handle: SessionHandle, records: list[QuarantineRecord], *,
-                   ttl: int | None) -> None:
-        """Overwrite records (a claim group that gained occurrences)."""
-        await self._write(handle, records, ttl=ttl, overwrite=True)
+                   ttl: int | None, after_reply: bool = False) -> None:
+        """Overwrite records (a claim group that gained occurrences); ``after_reply`` as in
+        :meth:`add`."""
+        await self._write(handle, records, ttl=ttl, overwrite=True, after_reply=after_reply)
 
     @_wrap_errors
     async def _write(self, handle: SessionHandle, records: list[QuarantineRecord], *,
-                     ttl: int | None, overwrite: bool) -> None:
+                     ttl: int | None, overwrite: bool, after_reply: bool) -> None:
         if not records:
+            return
+        if after_reply:
+            await self.store.set_session_fields(
+                handle, handle.keys.quarantine, {r.id: r.model_dump_json() for r in records},
+                ttl=ttl, keep_existing=not overwrite)
             return
         async with self.store.redis.pipeline(transaction=True) as pipe:
             for record in records:

@@ -159,8 +159,9 @@ class QuarantineStage(Stage):
             # none): the same detection would find what it found, so it is not run twice.
             detectors = tuple(d for d in DETECTORS if d.name != PoisonDetector.name)
         await qstore.add(context.session, await run_detectors(scope, detectors),
-                         ttl=context.policy.ttl_seconds)
-        await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds)
+                         ttl=context.policy.ttl_seconds, after_reply=True)
+        await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds,
+                          after_reply=True)
 
     @staticmethod
     async def _newest_user_clash(scope: Scope, history: list[dict[str, Any]],

@@ -172,10 +172,11 @@ return 0
 
 # Write hash fields of a session only while it exists: after-reply work (a call's embeddings)
 # that lands after the session was deleted must not bring a key of it back.
-# KEYS[1]: the session's meta; KEYS[2]: the hash. ARGV: ttl (0: none), then field, value pairs.
+# KEYS[1]: the session's meta; KEYS[2]: the hash. ARGV: ttl (0: none), the write (HSET, or
+# HSETNX to keep fields already there), then field, value pairs.
 _SET_IF_SESSION = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+for i = 3, #ARGV, 2 do redis.call(ARGV[2], KEYS[2], ARGV[i], ARGV[i + 1]) end
 if tonumber(ARGV[1]) > 0 then redis.call('EXPIRE', KEYS[2], ARGV[1]) end
 return 1
 """
@@ -455,12 +456,15 @@ class SessionStore:
 
     @_wrap_errors
     async def set_session_fields(self, handle: SessionHandle, name: str, mapping: dict[str, Any],
-                                 *, ttl: int | None) -> bool:
+                                 *, ttl: int | None, keep_existing: bool = False) -> bool:
         """Write fields of one of the session's hashes, in one script, only while the session
-        exists (work that finishes after a DELETE writes nothing); False if it is gone."""
+        exists (work that finishes after a DELETE writes nothing); False if it is gone.
+
+        ``keep_existing``: a field already there is left as it is (HSETNX).
+        """
         if not mapping:
             return True
-        args: list[Any] = [ttl or 0]
+        args: list[Any] = [ttl or 0, "HSETNX" if keep_existing else "HSET"]
         for field_name, value in mapping.items():
             args += [field_name, value]
         return bool(await self._set_if_session(keys=[handle.keys.meta, name], args=args))
