@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 
 import httpx
 import numpy as np
@@ -290,9 +291,9 @@ def test_a_tenant_name_cannot_reach_into_another_tenants_keys(monkeypatch, tmp_p
         engine.close()
 
 
-async def test_embeddings_that_land_after_a_delete_do_not_bring_the_session_back(data_dir):
-    """After-reply work can finish after the session was deleted (a large paste's embeddings):
-    its write must not recreate a key of a session that no longer exists."""
+@contextlib.asynccontextmanager
+async def _one_stored_session(data_dir):
+    """A session with one stored call: its handle and the engine's store."""
     import uuid
 
     from agentmem import Hygiene, Policy
@@ -305,39 +306,34 @@ async def test_embeddings_that_land_after_a_delete_do_not_bring_the_session_back
     try:
         await engine.apply([{"role": "user", "content": "Keep me for a moment."}],
                            session_id=handle.session_id, policy=plain)
-        store = engine.store()
+        yield handle, engine.store()
+    finally:
+        await engine.aclose()
+        engine.connector.close()
+
+
+async def test_embeddings_that_land_after_a_delete_do_not_bring_the_session_back(data_dir):
+    """After-reply work can finish after the session was deleted (a large paste's embeddings):
+    its write must not recreate a key of a session that no longer exists."""
+    async with _one_stored_session(data_dir) as (handle, store):
         await store.add_embeddings(handle, {0: b"\x00" * 8}, ttl=600)  # the session is there
         assert await store.redis.hlen(handle.keys.embeddings) == 1
         assert await store.delete(handle)
         await store.add_embeddings(handle, {0: b"\x00" * 8}, ttl=600)  # landing after the delete
         assert not await store.redis.exists(*handle.keys.data_keys())
-    finally:
-        await engine.aclose()
-        engine.connector.close()
 
 
 async def test_quarantine_records_found_after_a_delete_do_not_bring_the_session_back(data_dir):
     """The after-reply detectors can finish after the session was deleted: their records must
     not recreate its quarantine hash. A new record never overwrites one already there (a
     released record stays released); a grown claim group does."""
-    import uuid
-
-    from agentmem import Hygiene, Policy
-    from agentmem.config import Settings
     from agentmem.quarantine import QuarantineRecord, QuarantineStore
-    from agentmem.store import SessionHandle
 
     def record(reason: str) -> QuarantineRecord:
         return QuarantineRecord(kind="clash", detector="rules", turn_id=0, position=0, span=(0, 9),
                                 text="Keep me.", source="user", reason=reason)
 
-    engine = Hygiene(settings=Settings(data_dir=data_dir))
-    plain = Policy(name="plain", stages=[], embed=False)
-    handle = SessionHandle("default", f"del-{uuid.uuid4().hex[:8]}")
-    try:
-        await engine.apply([{"role": "user", "content": "Keep me for a moment."}],
-                           session_id=handle.session_id, policy=plain)
-        store = engine.store()
+    async with _one_stored_session(data_dir) as (handle, store):
         records = QuarantineStore(store)
         await records.add(handle, [record("first")], ttl=600, after_reply=True)
         await records.add(handle, [record("second")], ttl=600, after_reply=True)
@@ -349,7 +345,4 @@ async def test_quarantine_records_found_after_a_delete_do_not_bring_the_session_
         await records.add(handle, [record("late")], ttl=600, after_reply=True)
         await records.save(handle, [record("late")], ttl=600, after_reply=True)
         assert not await store.redis.exists(*handle.keys.data_keys())
-    finally:
-        await engine.aclose()
-        engine.connector.close()
 
