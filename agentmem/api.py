@@ -117,6 +117,8 @@ class Hygiene:
         self._sync = None
         self._policies: dict[str, Policy] = {}
         self.metrics = Metrics()
+        alive = weakref.ref(self)  # the registry must not keep the engine alive
+        self.metrics.watch(lambda: engine.background_pending if (engine := alive()) else None)
         self.unsaved = UnsavedWrites()
         close_at_exit(self)  # a script that never calls close() still gets its last turns' work
 
@@ -221,9 +223,11 @@ class Hygiene:
 
     @property
     def background_pending(self) -> int:
-        """After-reply jobs of this process not finished yet (``/healthz`` reports it: a
-        history imported in one call leaves a backlog of embeddings and detection)."""
-        return sum(not task.done() for task in self._background)
+        """After-reply jobs of this process not finished yet, those adopted from a stopped
+        server included (``/healthz`` and ``/metrics`` report it: a history imported in one
+        call leaves a backlog of embeddings and detection)."""
+        adopted = self._after_reply_jobs.adopted_waiting if self._after_reply_jobs else 0
+        return sum(not task.done() for task in self._background) + adopted
 
     async def drain(self) -> None:
         """Wait for this loop's background work (embeddings of the latest turns) to finish."""

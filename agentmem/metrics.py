@@ -18,10 +18,11 @@ import os
 import shutil
 import tempfile
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
@@ -79,6 +80,14 @@ class Metrics:
             "stage's usage memory).",
             ["phase"], buckets=_LATENCY_BUCKETS, registry=r)
 
+    def watch(self, background_jobs: Callable[[], int | None]) -> None:
+        """Also expose, read when scraped, this process' backlog and resources: the engine's
+        unfinished after-reply jobs (``background_jobs``; None when the engine is gone), the
+        inference queues, the background sentences shed, and prometheus_client's ``process_*``
+        metrics (memory, CPU, open files). A backlog that outgrows the CPU shows here first."""
+        self.registry.register(_Backlog(background_jobs))
+        ProcessCollector(registry=self.registry)
+
     def observe(self, report: Report) -> None:
         """Count a finished call (ok, partial, error); never raises into the call."""
         try:
@@ -131,6 +140,34 @@ class Metrics:
             MultiProcessCollector(registry, path=self.shared_dir)
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+class _Backlog:
+    """Gauges read at scrape time (a prometheus_client custom collector)."""
+
+    def __init__(self, background_jobs: Callable[[], int | None]) -> None:
+        self.background_jobs = background_jobs
+
+    def collect(self) -> Iterator[Metric]:
+        from agentmem.models.runtime import scheduler_if_started
+
+        jobs = self.background_jobs()
+        if jobs is not None:
+            yield GaugeMetricFamily(
+                "agentmem_background_jobs", "After-reply jobs of this process not finished yet "
+                "(running, or waiting for a turn as a backlog's or an adopted job).", value=jobs)
+        pools = scheduler_if_started()
+        queued = GaugeMetricFamily("agentmem_inference_queued_jobs", "Model jobs waiting for "
+                                   "an inference worker, per pool (call_path, background).",
+                                   labels=["pool"])
+        shed = CounterMetricFamily("agentmem_background_shed_sentences", "Background sentences "
+                                   "not embedded because the bounded queue was full "
+                                   "(recomputed on demand later).")
+        queued.add_metric(["call_path"], pools.call_path.queue.jobs if pools else 0)
+        queued.add_metric(["background"], pools.background.queue.jobs if pools else 0)
+        shed.add_metric([], pools.shed if pools else 0)
+        yield queued
+        yield shed
 
 
 class WorkerMetrics:

@@ -206,6 +206,7 @@ class AfterReplyWork:
         self._keepers: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
         self._adopters: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
         self._turns: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+        self.adopted_waiting = 0  # adopted jobs in hand, not started yet (one runs at a time)
 
     def ledger(self, store: SessionStore) -> Ledger:
         ledger = self._ledgers.get(store)
@@ -303,12 +304,20 @@ class AfterReplyWork:
             return
         if adopted:
             log.info("redoing %d after-reply job(s) left by stopped servers", len(adopted))
-        for entry, job in adopted:  # one at a time: background work, never in a call's way
-            done = asyncio.get_running_loop().create_future()
-            done.set_result(entry)
-            task = self._start(store, done,
-                               functools.partial(self.hygiene.redo_after_reply, store, job))
-            await asyncio.gather(task, return_exceptions=True)  # a failure is logged, not ours
+        # One at a time: one lane of the background inference queue, whose lanes are served
+        # round robin, so the live sessions' work keeps its share of the CPU.
+        remaining = len(adopted)
+        self.adopted_waiting += remaining
+        try:
+            for entry, job in adopted:
+                self.adopted_waiting, remaining = self.adopted_waiting - 1, remaining - 1
+                done = asyncio.get_running_loop().create_future()
+                done.set_result(entry)
+                task = self._start(store, done,
+                                   functools.partial(self.hygiene.redo_after_reply, store, job))
+                await asyncio.gather(task, return_exceptions=True)  # a failure is logged, not ours
+        finally:  # cancelled (a shutdown): the rest stay recorded, no longer in hand
+            self.adopted_waiting -= remaining
 
     def policy_for(self, job: AfterReplyJob) -> Policy:
         """The job's policy: the engine's own or a preset, never a path (a job's fields come

@@ -265,6 +265,38 @@ async def test_ledger_adopts_only_what_servers_that_are_gone_left(tmp_path):
         connector.close()
 
 
+async def test_adopted_jobs_waiting_their_turn_count_as_background_work(tmp_path):
+    """A stopped server's jobs are redone one at a time; those still waiting are counted in
+    ``background_pending`` (``/healthz``'s ``background``, ``/metrics``), not only the one
+    running, so an operator sees the adopted backlog shrink."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+
+    engine = Hygiene(settings=Settings(data_dir=tmp_path / "data"))
+    stopped = Ledger(engine.store().redis, "stopped", lease_s=60)
+    seen: list[int] = []
+
+    real = engine.redo_after_reply
+
+    async def redo(store, job):  # the real redo, watched
+        seen.append(engine.background_pending)
+        await real(store, job)
+
+    engine.redo_after_reply = redo
+    try:
+        for i in range(3):
+            await stopped.record(AfterReplyJob("t", f"gone-{i}", (0, 1), "default", 600))
+        await stopped.release()
+        assert engine.background_pending == 0
+        await engine.after_reply_jobs()._adopt_once()
+        assert seen == [3, 2, 1]  # the running one and those still waiting
+        assert engine.background_pending == 0
+        assert await engine.after_reply_jobs().ledger(engine.store()).pending() == 0
+    finally:
+        await engine.aclose()
+        engine.connector.close()
+
+
 # -- two servers on one data folder ---------------------------------------------------------------
 
 

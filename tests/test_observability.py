@@ -76,6 +76,32 @@ def test_metrics_time_the_after_reply_work_by_phase(client, http):
     assert grew("agentmem_after_reply_seconds_count", phase="prune") == 0  # no after-reply hook
 
 
+async def test_metrics_show_the_background_backlog_and_the_process(tmp_path):
+    """Read when scraped: the after-reply jobs not finished, the inference queues, the shed
+    sentences and the process' memory; a backlog that outgrows the CPU shows here."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+
+    engine = Hygiene("default", settings=Settings(data_dir=tmp_path))
+    paste = " ".join(f"Line {i} of the harbour log says the tide was {i % 7} metres." for i in range(60))
+    try:
+        call = await engine.prepare({"model": "echo", "messages": [{"role": "user", "content": paste}]},
+                                    session_id=f"bk-{uuid.uuid4().hex[:8]}")
+        await call.finish({"role": "assistant", "content": "Noted."})
+        busy = _samples(engine.metrics.exposition().decode())  # the reply's work is queued
+        await engine.drain()
+        idle = _samples(engine.metrics.exposition().decode())
+    finally:
+        await engine.aclose()
+        engine.connector.close()
+    assert busy[("agentmem_background_jobs", ())] >= 1
+    assert idle[("agentmem_background_jobs", ())] == 0
+    for pool in ("call_path", "background"):
+        assert ("agentmem_inference_queued_jobs", (("pool", pool),)) in idle
+    assert ("agentmem_background_shed_sentences_total", ()) in idle
+    assert idle[("process_resident_memory_bytes", ())] > 0
+
+
 def test_each_call_logs_one_structured_line_with_its_session(client, caplog):
     session_id = f"log-{uuid.uuid4().hex[:8]}"
     with caplog.at_level(logging.INFO, logger="agentmem.calls"):

@@ -79,6 +79,7 @@ class FairQueue:
     def __init__(self, limit: int | None = None) -> None:
         self.limit = limit
         self.queued = 0  # total size of the queued jobs
+        self.jobs = 0  # how many jobs are queued
         self._lanes: OrderedDict[Hashable, deque[Job]] = OrderedDict()
 
     def __bool__(self) -> bool:
@@ -95,6 +96,7 @@ class FairQueue:
             self._lanes.move_to_end(lane, last=False)
         self._lanes[lane].append(job)
         self.queued += job.size
+        self.jobs += 1
 
     def pop(self) -> Job:
         """The next lane's oldest job; the lane goes to the back of the line."""
@@ -105,6 +107,7 @@ class FairQueue:
         else:
             del self._lanes[lane]
         self.queued -= job.size
+        self.jobs -= 1
         return job
 
 
@@ -193,6 +196,12 @@ class Scheduler:
         deadline = time.monotonic() + timeout
         self.call_path.stop(deadline)
         self.background.stop(deadline)
+
+
+def scheduler_if_started() -> Scheduler | None:
+    """The process's scheduler if anything has used it yet (``/metrics`` reads it without
+    starting one)."""
+    return scheduler() if scheduler.cache_info().currsize else None
 
 
 @lru_cache(maxsize=1)
