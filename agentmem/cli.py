@@ -350,11 +350,12 @@ def sessions_list(tenant: str = typer.Option("default"), limit: int = typer.Opti
 @sessions_app.command("show")
 def sessions_show(session_id: str, tenant: str = typer.Option("default"),
                   config: Path | None = CONFIG, redis_url: str | None = REDIS_URL):
-    """Print a session's active turns as JSON."""
+    """Print a session's active turns as JSON (an id the API would refuse: exit 2)."""
+    from agentmem.identity import checked_id
     from agentmem.store import SessionHandle
 
-    turns = _run(_with_store(lambda store: store.active_turns(SessionHandle(tenant, session_id)),
-                             config, redis_url))
+    handle = SessionHandle(tenant, checked_id(session_id, "session_id"))
+    turns = _run(_with_store(lambda store: store.active_turns(handle), config, redis_url))
     if not turns:
         console.print(f"no session {session_id!r}")
         raise typer.Exit(1)
@@ -364,11 +365,12 @@ def sessions_show(session_id: str, tenant: str = typer.Option("default"),
 @sessions_app.command("delete")
 def sessions_delete(session_id: str, tenant: str = typer.Option("default"),
                     config: Path | None = CONFIG, redis_url: str | None = REDIS_URL):
-    """Delete a session and everything stored with it."""
+    """Delete a session and everything stored with it (an id the API would refuse: exit 2)."""
+    from agentmem.identity import checked_id
     from agentmem.store import SessionHandle
 
-    removed = _run(_with_store(lambda store: store.delete(SessionHandle(tenant, session_id)),
-                               config, redis_url))
+    handle = SessionHandle(tenant, checked_id(session_id, "session_id"))
+    removed = _run(_with_store(lambda store: store.delete(handle), config, redis_url))
     console.print("deleted" if removed else f"no session {session_id!r}")
     raise typer.Exit(0 if removed else 1)
 

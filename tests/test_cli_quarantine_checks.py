@@ -11,6 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from agentmem import Hygiene
 from agentmem.quarantine import QuarantineStore
 from agentmem.quarantine.records import QuarantineRecord
@@ -51,8 +53,9 @@ def _session_with_a_record(redis_url: str) -> tuple[str, QuarantineRecord]:
     return session, record
 
 
-def test_an_invalid_session_id_is_one_line_and_exit_2(redis_server, tmp_path):
-    done = _agentmem("sessions", "quarantine", "bad id!", "--redis-url", redis_server.url,
+@pytest.mark.parametrize("command", ["quarantine", "show", "delete"])
+def test_an_invalid_session_id_is_one_line_and_exit_2(redis_server, tmp_path, command):
+    done = _agentmem("sessions", command, "bad id!", "--redis-url", redis_server.url,
                      cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stderr.startswith("agentmem: session_id must be")
