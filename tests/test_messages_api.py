@@ -349,6 +349,66 @@ def test_forty_turn_tool_session_keeps_tool_units_whole(claude, received, sessio
         "prune_spans", "drop_message"}
 
 
+def _cc_tools(marked: bool) -> list[dict]:
+    """Twelve tools of a coding agent; Claude Code marks the last one for the prompt cache."""
+    names = ["read_log", "Read", "Edit", "Write", "Bash", "Grep", "Glob", "WebFetch", "WebSearch",
+             "TodoWrite", "NotebookEdit", "Task"]
+    tools = [{"name": name, "description": f"{name}: a tool of the coding agent for {name.lower()} work.",
+              "input_schema": {"type": "object", "properties": {"job": {"type": "integer"}}}}
+             for name in names]
+    if marked:
+        tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}
+    return tools
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_client_that_marks_its_prompt_for_caching_gets_the_prefix_it_sent(claude, received,
+                                                                            marked):
+    """Claude Code marks the last tool, the system prompt and the newest user block with
+    ``cache_control``: the provider caches the prompt up to the last mark. Pruning the older
+    history anew for each query, or choosing the tools anew, would change that prefix on every
+    call and have it billed again as a cache write. So everything up to the last mark goes out
+    as sent. The same session without marks is cleaned (tools chosen, history pruned)."""
+    session = new_session()
+    tools = _cc_tools(marked)
+    system = [{"type": "text", "text": "You are a build assistant that reads logs."}]
+    if marked:
+        system[0]["cache_control"] = {"type": "ephemeral"}
+    messages: list[dict] = []
+    sent: list[tuple[list[dict], list[dict]]] = []
+
+    def call() -> anthropic.types.Message:
+        request = copy.deepcopy(messages)
+        if marked:  # the mark moves to the newest user block on every call, as Claude Code does
+            last = request[-1]
+            blocks = last["content"] if isinstance(last["content"], list) else [
+                {"type": "text", "text": last["content"]}]
+            last["content"] = [*blocks[:-1], {**blocks[-1], "cache_control": {"type": "ephemeral"}}]
+        sent.append((request, tools))
+        return claude.messages.create(model=CLAUDE, max_tokens=300, system=system, tools=tools,
+                                      messages=request, extra_headers=session)
+
+    for step in range(1, 9):
+        messages.append({"role": "user", "content": f"Step {step}: check the build log of job {step}. "
+                                                    f'[[tool:read_log {{"job": {step}}}]]'})
+        uses = [b for b in call().content if b.type == "tool_use"]
+        messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                                          for b in (*uses,)]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": u.id, "content": _tool_output(step)} for u in uses]})
+        messages.append({"role": "assistant", "content": call().content[0].text})
+
+    arrived = received.requests()[-len(sent):]
+    as_sent = [got["messages"] == as_blocks(request) and [t["name"] for t in got["tools"]]
+               == [t["name"] for t in offered] for got, (request, offered) in zip(arrived, sent)]
+    if marked:
+        assert all(as_sent)
+        assert all(got["tools"][-1].get("cache_control") for got in arrived)
+    else:
+        assert not all(as_sent)  # the default cleans a session that marks nothing
+        assert any(len(got["tools"]) < len(tools) for got in arrived)
+
+
 def test_anthropic_clients_authenticate_with_x_api_key(tenant_proxy):
     good = anthropic.Anthropic(base_url=tenant_proxy.url, api_key="key-alpha", max_retries=0)
     raw = good.messages.with_raw_response.create(model="echo", max_tokens=20, extra_headers=new_session(),

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentmem.cache_marks import last_marked_message
 from agentmem.conversation import (
     agent_step_start,
     continues_step,
@@ -123,6 +124,11 @@ class PruneSettings(BaseModel):
         "byte-identical for provider prompt caches and the stage's work is not redone "
         "(agentmem/state/steps.py); false: each call decides anew, with the step's tool "
         "results in the query.")
+    respect_cache_marks: bool = Field(
+        True, description="Messages up to the request's last prompt-cache mark "
+        "(`cache_control`) go out as the client sent them: pruned anew for each query, they "
+        "would change the cached prefix on every call, and the provider would bill it again "
+        "as a cache write (agentmem/cache_marks.py). Clients that mark nothing are unaffected.")
     keep_recent_exchanges: int = Field(2, ge=0, description="Exchanges kept verbatim.")
     large_tool_output_tokens: int = Field(
         400, ge=1, description="Tool outputs this large are pruned even inside the recent window.")
@@ -253,6 +259,8 @@ class PruneStage(Stage):
         messages = request["messages"]
         if (policy.prune.step_stable and continues_step(messages)) or _recap(policy.prune, messages):
             return []  # (a recap leaves the history whole: nothing to score)
+        if policy.prune.respect_cache_marks and last_marked_message(messages) == len(messages) - 1:
+            return []  # all of it in the client's cached prefix: nothing to score
         size = sum(len(text_of(m)) for m in messages)
         return [query_of(messages)] if size > 4 * max(policy.prune.history_floor_tokens, 1) else []
 
@@ -278,11 +286,17 @@ class PruneStage(Stage):
         if not query:
             return
         start = recent_start(history, settings.keep_recent_exchanges)
+        cached = last_marked_message(history) if settings.respect_cache_marks else None
+        if cached is not None and cached >= len(history) - 1:
+            context.run.skipped = CACHED
+            return
         older, large_outputs = [], []
         for message in draft.messages:
             role, index = message.role, message.index
             if role in {"system", "developer"} or index >= step_start:
                 continue
+            if cached is not None and index <= cached:
+                continue  # in the prefix the client asked the provider to cache
             original = history[index]
             if not isinstance(original.get("content"), str) or not original["content"].strip():
                 continue
@@ -637,6 +651,8 @@ async def _prompt_room(draft: Draft, context: StageContext, older: set[int]) -> 
 
 SHRUNK = "not among the most relevant sentences within the history budget"
 RECAP = "the user asks to sum up the conversation: the history is left whole"
+CACHED = ("the client marks the newest message for the provider's prompt cache: the history "
+          "goes out as sent (prune.respect_cache_marks)")
 UNRELATED = ("unrelated to the query (every sentence under the keep rule's least cosine), "
              "so not read by the pruner: its floor keeps the closest; score: the query cosine")
 

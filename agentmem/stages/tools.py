@@ -37,6 +37,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from redis.exceptions import RedisError
 
+from agentmem.cache_marks import marks_cache
 from agentmem.conversation import (
     agent_step_start,
     last_user_index,
@@ -82,6 +83,11 @@ class ToolSettings(BaseModel):
         10, ge=1, description="Most tools kept; pinned tools are kept even beyond it.")
     min_tools: int = Field(3, ge=1, description="The best-scored tools always kept (never zero).")
     min_offered: int = Field(6, ge=1, description="Requests offering fewer tools are left alone.")
+    respect_cache_marks: bool = Field(
+        True, description="A request that marks anything for the provider's prompt cache "
+        "(`cache_control`) keeps its tool list as sent: tools come first in the cached prefix, "
+        "so a list chosen anew for each query would make the provider bill the whole prompt "
+        "again as a cache write on every call (agentmem/cache_marks.py).")
     step_stable: bool = Field(
         True, description="Within an agent step tools are only added: a tool offered on one of "
         "the step's calls stays offered on its later calls (the model keeps what it may need "
@@ -270,7 +276,10 @@ class ToolsStage(Stage):
         """The query, embedded while ingest runs, when the request offers enough tools for
         a selection (most chat calls offer none: nothing to embed)."""
         offered = len(request.get("tools") or ()) + len(request.get("functions") or ())
-        return [query_of(request["messages"])] if offered >= policy.tools.min_offered else []
+        if offered < policy.tools.min_offered or (policy.tools.respect_cache_marks and marks_cache(
+                request["messages"], [*(request.get("tools") or ()), *(request.get("functions") or ())])):
+            return []
+        return [query_of(request["messages"])]
 
     async def apply(self, draft: Draft, context: StageContext) -> None:
         settings = context.policy.tools
@@ -287,6 +296,10 @@ class ToolsStage(Stage):
         if not turn.query:
             return
         functions = [function_of(tool) for _, tool in entries]
+        if settings.respect_cache_marks and marks_cache(history, [t for _, t in entries]):
+            context.run.skipped = CACHED
+            self._remember_offer(context, turn.query, None, functions)  # learnt from, not scored
+            return
         if len(entries) < settings.min_offered or len(entries) <= settings.min_tools:
             self._remember_offer(context, turn.query, None, functions)  # learnt from, not scored
             return
@@ -441,6 +454,10 @@ class ToolsStage(Stage):
             reason=f"kept {len(kept)} of {len(names)} tools: the most relevant to the turn and "
                    f"the ones that must stay callable",
             detail=detail))
+
+
+CACHED = ("the client marks its prompt for the provider's cache, and tools come first in it: "
+          "the tool list goes out as sent (tools.respect_cache_marks)")
 
 
 def _named(context: StageContext) -> dict[str, str]:
