@@ -234,6 +234,36 @@ async def test_records_found_after_the_reply_do_not_bring_a_deleted_session_back
         hygiene.connector.close()
 
 
+async def test_a_large_superseded_result_keeps_its_placeholder_through_the_prune_stage(tmp_path):
+    """An agent calls Glob twice with the same arguments: the older answer is withheld whole
+    (superseded) and says so. Large and among the recent exchanges, it is also a tool output
+    the prune stage reads; with every sentence withheld it must leave the placeholder, not
+    send the model an empty result ("the command printed nothing")."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+
+    listing = "Glob result: " + " ".join(f"item{i} status ok" for i in range(400))
+    def glob(call_id: str) -> dict:
+        return {"role": "assistant", "content": None, "tool_calls": [{
+            "id": call_id, "type": "function",
+            "function": {"name": "Glob", "arguments": json.dumps({"pattern": "src/**/*.py"})}}]}
+
+    history = [{"role": "user", "content": "Which billing modules do we have? List them."},
+               glob("g1"), {"role": "tool", "tool_call_id": "g1", "content": listing},
+               glob("g2"), {"role": "tool", "tool_call_id": "g2", "content": listing},
+               {"role": "assistant", "content": "There are 400 billing items, all fine."},
+               {"role": "user", "content": "Good. Now draft the release note for the billing team."}]
+    hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path))
+    try:
+        result = await hygiene.apply(history, session_id=f"glob-{uuid.uuid4().hex[:8]}")
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+    older = next(m for m in result.messages if m.get("tool_call_id") == "g1")
+    assert older["content"].startswith("[agentmem withheld this older result")
+    assert next(m for m in result.messages if m.get("tool_call_id") == "g2")["content"] == listing
+
+
 async def test_the_call_path_check_reads_text_and_embeds_nothing(tmp_path):
     """The clash rules on the call path read text: a new user message is checked without
     a single embedding on the call path (its vectors come from background work)."""

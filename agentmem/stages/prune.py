@@ -545,6 +545,8 @@ class PruneStage(Stage):
             # others, nor their yardstick (the keep rule's best, its bridge names, BM25's range)
             withheld = context.channels.excluded_spans.get(candidate.index, set())
             shown = [i for i, span in enumerate(candidate.spans) if span not in withheld]
+            if not shown:
+                continue  # quarantine withheld all of it: its placeholder goes as it is
             texts = [units[i] for i in shown[:room]]
             probabilities, keep, unread = [], [], False
             if texts:
