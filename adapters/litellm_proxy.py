@@ -1,4 +1,4 @@
-"""agentmem inside LiteLLM's own proxy: a callback that cleans each chat request it routes.
+"""agentmem inside LiteLLM's own proxy: a callback that cleans each conversation it routes.
 
 LiteLLM loads it from its ``config.yaml``::
 
@@ -8,15 +8,23 @@ LiteLLM loads it from its ``config.yaml``::
 The proxy calls these hooks of that one instance; they map onto the engine's two steps:
 
 * ``async_pre_call_hook`` runs ``Hygiene.prepare`` and rewrites ``data["messages"]`` and
-  ``data["tools"]`` in place, before LiteLLM routes the call (streaming calls included);
-* ``async_log_success_event`` stores the reply (LiteLLM hands it the assembled response, also
-  for streams) with ``Call.finish_with_response``; a stream the client left before its end is
-  stored as a partial reply, with the reason, as agentmem's own proxy does;
+  ``data["tools"]`` in place, before LiteLLM routes the call (streaming calls included). On
+  LiteLLM's ``/v1/messages`` (Anthropic's Messages API, what Claude Code sends) the body is
+  translated to the engine's chat form and the cleaned request written back in Messages form
+  (``messages``, ``system``, ``tools``, ``tool_choice``), see ``litellm_messages``; an invalid
+  one gets Anthropic's error shape, and one with server tools or blocks agentmem has no chat
+  form for passes through unchanged (the log says so once). ``/v1/responses`` passes through
+  unchanged and unstored (said once in the log);
+* ``async_log_success_event`` stores the reply (LiteLLM hands it the assembled chat response,
+  also for streams and for ``/v1/messages``) with ``Call.finish_with_response``; a stream the
+  client left before its end is stored as a partial reply, with the reason, as agentmem's own
+  proxy does;
 * ``async_log_failure_event`` and ``async_post_call_failure_hook`` end it with ``fail``;
 * ``async_post_call_streaming_iterator_hook`` relays a stream and sees how it ends: a client
   that leaves before the first chunk (LiteLLM fires no callback then) fails the call at once,
   and a provider stream that breaks off is stored partial with what the client received (the
-  failure callback that follows carries none of it);
+  failure callback that follows carries none of it); a ``/v1/messages`` stream arrives here as
+  Anthropic's SSE bytes, folded by ``litellm_messages.MessagesStreamAssembler``;
 * ``async_post_call_response_headers_hook`` adds the ``X-Agentmem-*`` headers to the reply.
 
 The prepared call holds its session's lock between the pre-call hook and a callback, so the
@@ -27,7 +35,8 @@ the lock; otherwise the lock's keep-alive would hold the session forever.
 
 Tenants are LiteLLM teams (else a hash of the virtual key). The session is the client's
 ``metadata.session_id``, else an ``X-Session-Id`` header, else the session LiteLLM read from
-its own session headers, else agentmem derives one from the conversation's opening. Policy,
+its own session headers (on ``/v1/messages`` also Claude Code's, from its
+``metadata.user_id``), else agentmem derives one from the conversation's opening. Policy,
 Redis and data folder come from ``AGENTMEM_POLICY``, ``AGENTMEM_REDIS_URL`` and
 ``AGENTMEM_DATA_DIR``; a client may pick another preset with ``X-Agentmem-Policy`` (preset
 names only, never a file path) unless the settings forbid it.
@@ -46,17 +55,27 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import AsyncGenerator, Coroutine
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
 from agentmem import Call, Hygiene, Policy
+from agentmem.adapters.litellm_messages import (
+    ANTHROPIC_MESSAGES,
+    MessagesStreamAssembler,
+    chat_request,
+    messages_body,
+    refusal,
+    unmodelled,
+    write_back,
+)
 from agentmem.api import reply_message
 from agentmem.config import TENANT_PATTERN
 from agentmem.errors import AgentmemError
+from agentmem.identity import derive_session_id
 from agentmem.models.runtime import run_inference
 from agentmem.policy import preset_names
 from agentmem.streaming import CLIENT_DISCONNECTED, ReplyAssembler, store_unfinished, stream_failure
@@ -66,8 +85,7 @@ log = logging.getLogger("agentmem.litellm_proxy")
 _CHAT_CALL_TYPES = frozenset({"completion", "acompletion"})
 # Conversation routes this plugin does not clean (their bodies are not chat messages): said
 # once in the log, so an operator whose clients speak them learns why nothing changes.
-_UNCLEANED_ROUTES = {"anthropic_messages": "/v1/messages", "aresponses": "/v1/responses",
-                     "responses": "/v1/responses"}
+_UNCLEANED_ROUTES = {"aresponses": "/v1/responses", "responses": "/v1/responses"}
 # The request fields the engine reads or rewrites; LiteLLM's own keys stay out of its view.
 _BODY_KEYS = ("model", "messages", "tools", "tool_choice", "functions", "function_call",
               "parallel_tool_calls")
@@ -83,10 +101,13 @@ class _Pending:
     call: Call
     loop: asyncio.AbstractEventLoop
     timer: asyncio.TimerHandle
+    # folds the chunks LiteLLM relays into the reply, when a stream stops early
+    assembler: Callable[[], ReplyAssembler] = field(default=ReplyAssembler)
 
 
 class AgentmemCallback(CustomLogger):
-    """LiteLLM proxy callback running agentmem's hygiene on chat completions."""
+    """LiteLLM proxy callback running agentmem's hygiene on chat completions and
+    ``/v1/messages``."""
 
     def __init__(self, hygiene: Hygiene | None = None, *, policy: Policy | str | None = None,
                  call_timeout_s: float | None = None) -> None:
@@ -128,30 +149,22 @@ class AgentmemCallback(CustomLogger):
                                   call_type: str) -> dict:
         """Clean ``messages`` and ``tools``; LiteLLM routes the rewritten ``data``."""
         call_id = data.get("litellm_call_id")
-        if call_type in _UNCLEANED_ROUTES and call_type not in self._warned_routes:
-            self._warned_routes.add(call_type)
-            log.warning("agentmem cleans LiteLLM's chat completions only: %s requests pass "
-                        "through unchanged and are not stored (agentmem serve speaks that API "
-                        "itself)", _UNCLEANED_ROUTES[call_type])
-        if call_type not in _CHAT_CALL_TYPES or not isinstance(data.get("messages"), list) \
-                or not call_id:
-            return data  # embeddings, Responses/Anthropic routes: not chat completions
-        # A proxy that re-runs its hooks (fallbacks) must not wait on its own session lock.
-        await self._settle(call_id, None, RuntimeError("the pre-call hook ran again for this call"))
-        body = {key: data[key] for key in _BODY_KEYS if key in data}
-        policy = self._policy_of(data)
-        try:
-            call = await self.hygiene.prepare(body, tenant=tenant_of(user_api_key_dict),
-                                              session_id=session_of(data), policy=policy)
-        except AgentmemError as error:
-            raise HTTPException(status_code=error.status_code, detail=error.to_body()["error"]) \
-                from None
-        except Exception:  # noqa: BLE001 - a bug of ours must not take the proxy's calls down
-            log.exception("agentmem failed; the request goes out unchanged")
+        if call_type in _UNCLEANED_ROUTES:
+            self._warn_once(call_type, "agentmem cleans LiteLLM's chat completions and "
+                            "/v1/messages only: %s requests pass through unchanged and are not "
+                            "stored (agentmem serve speaks that API itself)",
+                            _UNCLEANED_ROUTES[call_type])
+        if not call_id:
             return data
-        loop = asyncio.get_running_loop()
-        timer = loop.call_later(self.call_timeout_s, self._expire, call_id)
-        self._pending[call_id] = _Pending(call, loop, timer)
+        if call_type == ANTHROPIC_MESSAGES and isinstance(data.get("messages"), list):
+            return await self._prepare_messages(user_api_key_dict, data, call_id)
+        if call_type not in _CHAT_CALL_TYPES or not isinstance(data.get("messages"), list):
+            return data  # embeddings, the Responses route: not chat completions
+        body = {key: data[key] for key in _BODY_KEYS if key in data}
+        call = await self._prepare(call_id, body, user_api_key_dict, data, session_of(data),
+                                   _chat_refusal)
+        if call is None:
+            return data
         for key in _REWRITTEN_KEYS:
             if key in call.outgoing:
                 if call.outgoing[key] in (None, []):
@@ -161,10 +174,61 @@ class AgentmemCallback(CustomLogger):
         if "tools" in body and "tools" not in data:  # no tool left: nothing to choose among
             data.pop("tool_choice", None)
             data.pop("parallel_tool_calls", None)
+        return data
+
+    async def _prepare_messages(self, user_api_key_dict: Any, data: dict, call_id: str) -> dict:
+        """``/v1/messages``: the Messages body as a chat request for the engine, and the
+        cleaned request back in Messages form (``agentmem.adapters.litellm_messages``)."""
+        body = messages_body(data)
+        reason = unmodelled(body)
+        if reason is not None:
+            self._warn_once(f"{ANTHROPIC_MESSAGES}:{reason}", "agentmem has no chat form for "
+                            "%s: /v1/messages requests with them pass through unchanged and are "
+                            "not stored", reason)
+            return data
+        try:
+            chat = chat_request(body)
+        except AgentmemError as error:
+            raise refusal(error) from None
+        # Not the chat path's default (the ``user`` field): Claude Code sends one
+        # metadata.user_id for all its conversations, as agentmem's own /v1/messages notes.
+        session_id = session_of(data) or derive_session_id(chat["messages"])
+        call = await self._prepare(call_id, chat, user_api_key_dict, data, session_id, refusal,
+                                   MessagesStreamAssembler)
+        if call is not None:
+            write_back(data, call.outgoing, body)
+        return data
+
+    async def _prepare(self, call_id: str, body: dict, user_api_key_dict: Any, data: dict,
+                       session_id: str | None,
+                       refuse: Callable[[AgentmemError], HTTPException],
+                       assembler: Callable[[], ReplyAssembler] = ReplyAssembler) -> Call | None:
+        """``Hygiene.prepare`` for one LiteLLM call, kept until its callback; ``None`` when
+        agentmem failed (the request then goes out unchanged). ``refuse`` answers a request the
+        engine refuses, in the route's own error shape."""
+        # A proxy that re-runs its hooks (fallbacks) must not wait on its own session lock.
+        await self._settle(call_id, None, RuntimeError("the pre-call hook ran again for this call"))
+        policy = self._policy_of(data)
+        try:
+            call = await self.hygiene.prepare(body, tenant=tenant_of(user_api_key_dict),
+                                              session_id=session_id, policy=policy)
+        except AgentmemError as error:
+            raise refuse(error) from None
+        except Exception:  # noqa: BLE001 - a bug of ours must not take the proxy's calls down
+            log.exception("agentmem failed; the request goes out unchanged")
+            return None
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(self.call_timeout_s, self._expire, call_id)
+        self._pending[call_id] = _Pending(call, loop, timer, assembler)
         self._headers[call_id] = call.headers()
         while len(self._headers) > _KEPT_HEADER_SETS:
             self._headers.popitem(last=False)
-        return data
+        return call
+
+    def _warn_once(self, topic: str, message: str, *args: object) -> None:
+        if topic not in self._warned_routes:
+            self._warned_routes.add(topic)
+            log.warning(message, *args)
 
     def _policy_of(self, data: dict) -> str | None:
         if not self.hygiene.settings.allow_policy_header:
@@ -219,7 +283,8 @@ class AgentmemCallback(CustomLogger):
         The success callback still stores a stream that ran to its end (with LiteLLM's usage).
         """
         call_id = request_data.get("litellm_call_id")
-        assembler = ReplyAssembler()
+        waiting = self._pending.get(call_id) if call_id else None
+        assembler = waiting.assembler() if waiting is not None else ReplyAssembler()
         try:
             async for chunk in response:
                 assembler.add(chunk)
@@ -291,6 +356,11 @@ async def _finish_partial(call: Call, response: Any, reason: str) -> None:
     await call.finish(reply_message(message), partial=True, error=reason)
 
 
+def _chat_refusal(error: AgentmemError) -> HTTPException:
+    """OpenAI's error shape, which LiteLLM's chat route sends on as the detail says."""
+    return HTTPException(status_code=error.status_code, detail=error.to_body()["error"])
+
+
 def client_disconnected(kwargs: dict) -> bool:
     """Whether LiteLLM's proxy marked this call's client as gone before the stream ended.
 
@@ -325,8 +395,12 @@ def session_of(data: dict) -> str | None:
     header = _headers_of(data).get("x-session-id")
     if header:
         return header
-    if metadata.get("session_id") is not None and not metadata.get(_GENERATED_SESSION_FLAG):
-        return metadata["session_id"]  # from LiteLLM's session headers, or a client metadata
+    # LiteLLM's session headers, or a client's metadata; on /v1/messages LiteLLM keeps its own
+    # in ``litellm_metadata`` (Claude Code's session, read from its metadata.user_id, too)
+    for bucket in (metadata, data.get("litellm_metadata")):
+        if isinstance(bucket, dict) and bucket.get("session_id") is not None \
+                and not bucket.get(_GENERATED_SESSION_FLAG):
+            return bucket["session_id"]
     return None
 
 

@@ -360,22 +360,22 @@ def _assistant_message(content: Any) -> dict[str, Any]:
         return {"role": "assistant", "content": content}
     texts = [block for block in content if block["type"] == "text"]
     message: dict[str, Any] = {"role": "assistant", "content": texts or None}
-    calls = []
-    for block in content:
-        if block["type"] != "tool_use":
-            continue
-        call: dict[str, Any] = {"id": block["id"], "type": "function",
-                                "function": {"name": block["name"],
-                                             "arguments": orjson.dumps(block["input"]).decode()}}
-        if block.get("cache_control") is not None:
-            call["cache_control"] = block["cache_control"]
-        calls.append(call)
+    calls = [_tool_call(block) for block in content if block["type"] == "tool_use"]
     if calls:
         message["tool_calls"] = calls
     thinking = [block for block in content if block["type"] in {"thinking", "redacted_thinking"}]
     if thinking:
         message["thinking_blocks"] = thinking  # litellm's field; sent back to Anthropic first
     return message
+
+
+def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
+    call: dict[str, Any] = {"id": block["id"], "type": "function",
+                            "function": {"name": block["name"],
+                                         "arguments": orjson.dumps(block["input"]).decode()}}
+    if block.get("cache_control") is not None:
+        call["cache_control"] = block["cache_control"]
+    return call
 
 
 def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
@@ -394,6 +394,255 @@ def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
         {"type": "function", "function": {"name": choice.name}}}
     if choice.disable_parallel_tool_use is not None:
         out["parallel_tool_calls"] = not choice.disable_parallel_tool_use
+    return out
+
+
+# -- request: chat -> Messages (the engine's rewrite, back in the client's terms) ------------
+
+_KEY_OPTIONS = orjson.OPT_SORT_KEYS
+
+
+def _key(value: Any) -> bytes:
+    return orjson.dumps(value, option=_KEY_OPTIONS)
+
+
+class _Originals:
+    """The client's own turns, blocks, tools and tool choice, found by their chat form.
+
+    ``from_chat`` looks each chat item up here before building it anew: whatever hygiene left
+    as it was goes back exactly as the client wrote it, with what the chat form cannot say
+    (block order inside a turn, string or block content, ``is_error``, a tool's ``type``)."""
+
+    def __init__(self, body: dict[str, Any] | None) -> None:
+        self.turns: dict[bytes, dict[str, Any]] = {}
+        self.items: dict[bytes, dict[str, Any]] = {}  # blocks and tools
+        self.results: dict[str, dict[str, Any]] = {}  # tool_result blocks by tool_use_id
+        self.tool_choice: dict[bytes, dict[str, Any]] = {}
+        self.marker: Any = None
+        if body is None:
+            return
+        self.marker = body.get("cache_control")
+        turns = body["messages"]
+        for index, turn in enumerate(turns):
+            group = (_user_messages(turn["content"], index, []) if turn["role"] == "user"
+                     else [_assistant_message(turn["content"])])
+            if index == len(turns) - 1 and self.marker is not None:
+                group[-1] = _marked(group[-1], self.marker)  # as to_chat marks it
+            self.turns[_key(group)] = turn
+            self._blocks(turn["content"], index)
+        for tool in body.get("tools") or ():
+            self.items[_key(_chat_tool(tool))] = tool
+        if body.get("tool_choice") is not None:
+            choice = body["tool_choice"]
+            self.tool_choice[_key(_tool_choice(ToolChoice.model_validate(choice)))] = choice
+
+    def _blocks(self, content: Any, index: int) -> None:
+        for block in content if isinstance(content, list) else ():
+            kind = block["type"]
+            if kind == "tool_use":
+                self.items[_key(_tool_call(block))] = block
+            elif kind == "tool_result":
+                self.items[_key(_tool_message(block, index, []))] = block
+                self.results[block["tool_use_id"]] = block
+            elif kind in {"image", "document"}:
+                self.items[_key(_user_part(block, index))] = block
+
+
+def from_chat(chat: dict[str, Any], original: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Messages fields (``system``, ``messages``, ``tools``, ``tool_choice``) of a chat
+    request: the reverse of ``to_chat``, for a caller that must send on an Anthropic request
+    after hygiene rewrote its chat form (the LiteLLM plugin's ``/v1/messages``).
+
+    ``original``: the Messages body the chat request came from. Each turn, block, tool and
+    tool choice whose chat form is unchanged goes back as the client wrote it; only what
+    hygiene changed is rebuilt (a rebuilt ``tool_result`` keeps the client's ``is_error``).
+    Without it the result is the canonical Messages form of the chat request. A field absent
+    from the result has no value (no system message, no tools left).
+    """
+    known = _Originals(original)
+    out: dict[str, Any] = {}
+    system = _system(chat["messages"])
+    if system is not None:
+        out["system"] = system
+    turns = _turns([m for m in chat["messages"] if m["role"] != "system"], known)
+    if known.marker is not None and turns:
+        _unmark_last(turns, known)
+    out["messages"] = turns
+    if chat.get("tools"):
+        out["tools"] = [known.items.get(_key(tool)) or _anthropic_tool(tool)
+                        for tool in chat["tools"]]
+    choice = _anthropic_tool_choice(chat, known)
+    if choice is not None:
+        out["tool_choice"] = choice
+    return out
+
+
+def _system(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]] | None:
+    """Every system message's content as ``system`` (to_chat makes one, at the head): one kept
+    as it was; several joined as text blocks, in order."""
+    contents = [m.get("content") for m in messages if m["role"] == "system" and m.get("content")]
+    if not contents:
+        return None
+    if len(contents) == 1:
+        return contents[0]
+    return [block for content in contents for block in _text_blocks(content)]
+
+
+def _text_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content or ())
+
+
+def _turns(messages: list[dict[str, Any]], known: _Originals) -> list[dict[str, Any]]:
+    """Chat messages as alternating Messages turns: ``tool`` messages open the user turn that
+    follows them (as ``tool_result`` blocks, first, as Anthropic requires), and two turns of
+    one role in a row (hygiene dropped what stood between them) become one."""
+    turns: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "tool":
+            results.append(message)
+            continue
+        if message["role"] == "user":
+            _append(turns, _user_turn([*results, message], known))
+        else:
+            if results:
+                _append(turns, _user_turn(results, known))
+            _append(turns, _assistant_turn(message, known))
+        results = []
+    if results:
+        _append(turns, _user_turn(results, known))
+    return turns
+
+
+def _append(turns: list[dict[str, Any]], turn: dict[str, Any]) -> None:
+    if not turns or turns[-1]["role"] != turn["role"]:
+        turns.append(turn)
+        return
+    blocks = _content_blocks(turns[-1]["content"]) + _content_blocks(turn["content"])
+    blocks.sort(key=lambda block: block.get("type") != "tool_result")  # stable: results first
+    turns[-1] = {"role": turn["role"], "content": blocks}
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
+    return _text_blocks(content) if isinstance(content, str) else list(content)
+
+
+def _user_turn(group: list[dict[str, Any]], known: _Originals) -> dict[str, Any]:
+    found = known.turns.get(_key(group))
+    if found is not None:
+        return found
+    blocks = [_tool_result(message, known) for message in group if message["role"] == "tool"]
+    user = group[-1] if group[-1]["role"] == "user" else None
+    if user is not None and isinstance(user.get("content"), str) and not blocks:
+        return {"role": "user", "content": user["content"]}
+    if user is not None:
+        blocks += [_anthropic_part(part, known) for part in _content_blocks(user.get("content") or [])]
+    return {"role": "user", "content": blocks}
+
+
+def _tool_result(message: dict[str, Any], known: _Originals) -> dict[str, Any]:
+    found = known.items.get(_key(message))
+    if found is not None:
+        return found
+    content = message.get("content")
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message["tool_call_id"],
+                             "content": [_anthropic_part(part, known) for part in content]
+                             if isinstance(content, list) else content}
+    if message.get("cache_control") is not None:
+        block["cache_control"] = message["cache_control"]
+    client = known.results.get(message["tool_call_id"])
+    if client is not None and client.get("is_error") is not None:
+        block["is_error"] = client["is_error"]  # the chat form cannot carry it
+    return block
+
+
+def _anthropic_part(part: dict[str, Any], known: _Originals) -> dict[str, Any]:
+    """A chat content part as a Messages block: text parts are the client's blocks already;
+    images and PDFs come back from their data URLs."""
+    found = known.items.get(_key(part))
+    if found is not None:
+        return found
+    kind = part.get("type")
+    if kind == "image_url":
+        block: dict[str, Any] = {"type": "image", "source": _source(part["image_url"]["url"])}
+    elif kind == "file":
+        block = {"type": "document", "source": _source(part["file"]["file_data"])}
+    else:
+        return part
+    if part.get("cache_control") is not None:
+        block["cache_control"] = part["cache_control"]
+    return block
+
+
+def _source(url: str) -> dict[str, Any]:
+    head, comma, data = url.partition(",")
+    if url.startswith("data:") and comma and head.endswith(";base64"):
+        return {"type": "base64", "media_type": head[len("data:"):-len(";base64")], "data": data}
+    return {"type": "url", "url": url}
+
+
+def _assistant_turn(message: dict[str, Any], known: _Originals) -> dict[str, Any]:
+    found = known.turns.get(_key([message]))
+    if found is not None:
+        return found
+    content = message.get("content")
+    calls = message.get("tool_calls") or []
+    thinking = message.get("thinking_blocks") or []
+    if isinstance(content, str) and not calls and not thinking:
+        return {"role": "assistant", "content": content}
+    blocks = [dict(block) for block in thinking]  # signed: sent back exactly as received
+    blocks += _text_blocks(content)
+    blocks += [known.items.get(_key(call)) or _tool_use(call) for call in calls]
+    return {"role": "assistant", "content": blocks}
+
+
+def _tool_use(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    block: dict[str, Any] = {"type": "tool_use", "id": call["id"], "name": function.get("name"),
+                             "input": tool_input(function.get("arguments"))}
+    if call.get("cache_control") is not None:
+        block["cache_control"] = call["cache_control"]
+    return block
+
+
+def _unmark_last(turns: list[dict[str, Any]], known: _Originals) -> None:
+    """A request-level ``cache_control`` stays at the request's top level: to_chat put a copy
+    on the last block, which a rebuilt last turn must not carry as a second breakpoint."""
+    last = turns[-1]
+    if any(last is turn for turn in known.turns.values()) or not isinstance(last["content"], list):
+        return
+    blocks = list(last["content"])
+    if blocks and blocks[-1].get("cache_control") == known.marker:
+        blocks[-1] = {k: v for k, v in blocks[-1].items() if k != "cache_control"}
+        turns[-1] = {**last, "content": blocks}
+
+
+def _anthropic_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    function = tool.get("function") or {}
+    out: dict[str, Any] = {"name": function.get("name")}
+    if function.get("description") is not None:
+        out["description"] = function["description"]
+    out["input_schema"] = function.get("parameters") or {"type": "object"}
+    if tool.get("cache_control") is not None:
+        out["cache_control"] = tool["cache_control"]
+    return out
+
+
+def _anthropic_tool_choice(chat: dict[str, Any], known: _Originals) -> dict[str, Any] | None:
+    if chat.get("tool_choice") is None:
+        return None
+    form = {key: chat[key] for key in ("tool_choice", "parallel_tool_calls") if key in chat}
+    found = known.tool_choice.get(_key(form))
+    if found is not None:
+        return found
+    choice = chat["tool_choice"]
+    out: dict[str, Any] = ({"type": "tool", "name": (choice.get("function") or {}).get("name")}
+                           if isinstance(choice, dict) else
+                           {"type": {"required": "any"}.get(choice, choice)})
+    if chat.get("parallel_tool_calls") is not None:
+        out["disable_parallel_tool_use"] = not chat["parallel_tool_calls"]
     return out
 
 
@@ -555,6 +804,88 @@ class StreamTranslator:
                        "usage": usage_json(self.usage)})
         events.append({"type": "message_stop"})
         return events
+
+
+# -- replies and streams: Messages -> the chat reply the engine stores ------------------------
+
+
+def chat_reply(message: dict[str, Any]) -> dict[str, Any]:
+    """A Messages response object as the chat assistant message the engine stores: text blocks
+    joined, ``tool_use`` blocks as ``tool_calls``. Thinking blocks are not stored (the client
+    sends them back with the turn, which is what reaches the provider next time)."""
+    blocks = [block for block in message.get("content") or () if isinstance(block, dict)]
+    texts = [block.get("text") or "" for block in blocks if block.get("type") == "text"]
+    reply: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    calls = [{"id": block.get("id"), "type": "function",
+              "function": {"name": block.get("name"),
+                           "arguments": orjson.dumps(block.get("input") or {}).decode()}}
+             for block in blocks if block.get("type") == "tool_use"]
+    if calls:
+        reply["tool_calls"] = calls
+    return reply
+
+
+def chat_usage(usage: dict[str, Any]) -> dict[str, int]:
+    """Anthropic's usage in the chat terms reports keep (``prompt_tokens`` counts the cached
+    input too, as litellm's does)."""
+    read = int(usage.get("cache_read_input_tokens") or 0)
+    created = int(usage.get("cache_creation_input_tokens") or 0)
+    prompt = int(usage.get("input_tokens") or 0) + read + created
+    completion = int(usage.get("output_tokens") or 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion, "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": created}
+
+
+class EventAssembler:
+    """Folds Anthropic's stream events back into the Messages object they describe: the
+    reverse of ``StreamTranslator``, for a relay that sees a Messages stream it did not make
+    (the LiteLLM plugin, when a stream stops early and only what was relayed can be stored)."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.json: dict[int, list[str]] = {}  # a tool_use block's input, as it streams
+        self.stop_reason: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.events = 0
+
+    def feed(self, event: dict[str, Any]) -> None:
+        self.events += 1
+        kind = event.get("type")
+        if kind == "message_start":
+            self.usage.update((event.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            self.blocks[event.get("index", len(self.blocks))] = dict(event.get("content_block") or {})
+        elif kind == "content_block_delta":
+            self._delta(event.get("index", -1), event.get("delta") or {})
+        elif kind == "message_delta":
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            self.usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+        block = self.blocks.get(index)
+        if block is None:
+            return
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta.get("text", "")
+        elif kind == "input_json_delta":
+            self.json.setdefault(index, []).append(delta.get("partial_json", ""))
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+        elif kind == "signature_delta":
+            block["signature"] = delta.get("signature", "")
+
+    def message(self) -> dict[str, Any]:
+        """The Messages object so far (a tool_use input cut mid-JSON is kept under ``_raw``)."""
+        content = []
+        for index in sorted(self.blocks):
+            block = dict(self.blocks[index])
+            if block.get("type") == "tool_use" and index in self.json:
+                block["input"] = tool_input("".join(self.json[index]))
+            content.append(block)
+        return {"type": "message", "role": "assistant", "content": content,
+                "stop_reason": self.stop_reason, "usage": dict(self.usage)}
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -339,19 +339,30 @@ async def test_a_provider_stream_cut_midway_is_stored_as_partial(litellm_proxy, 
     assert [r.status for r in reports] == ["partial"]
 
 
-async def test_a_messages_route_passes_through_and_the_log_says_so_once(litellm_proxy, received):
-    """LiteLLM's /v1/messages is not cleaned by the plugin: the request goes on unchanged,
-    nothing is stored, and the operator's log says so once, not on every call."""
+async def test_messages_are_cleaned_and_only_the_responses_route_is_said_to_pass_through(
+        litellm_proxy, received):
+    """LiteLLM's /v1/messages is cleaned and stored like a chat completion (more in
+    tests/test_adapter_litellm_messages.py); /v1/responses is not: the request goes on
+    unchanged, and the operator's log says so once, not on every call."""
     import anthropic
 
     client = anthropic.Anthropic(base_url=litellm_proxy.url, api_key=litellm_proxy.key,
                                  max_retries=0, timeout=120)
     sid = session()
+    history: list[dict] = []
     for text in ("Where is the harbour office?", "And when does it open?"):
-        client.messages.create(model="claude-echo", max_tokens=64, extra_headers={"X-Session-Id": sid},
-                               messages=[{"role": "user", "content": text}])
+        history.append({"role": "user", "content": text})
+        reply = client.messages.create(model="claude-echo", max_tokens=64, messages=history,
+                                       extra_headers={"X-Session-Id": sid})
+        history.append({"role": "assistant", "content": reply.content[0].text})
     assert received.requests()[-1]["messages"][-1]["content"] in (
         "And when does it open?", [{"type": "text", "text": "And when does it open?"}])
-    assert (await stored(litellm_proxy.data_dir, sid))[1] == []
+    _, turns, _ = await wait_for_turns(litellm_proxy.data_dir, sid, 4)
+    assert [t.role for t in turns] == ["user", "assistant", "user", "assistant"]
+    for _ in range(2):  # the echo upstream has no Responses API: only the hook's log matters
+        httpx.post(f"{litellm_proxy.url}/v1/responses", timeout=60,
+                   headers={"Authorization": f"Bearer {litellm_proxy.key}"},
+                   json={"model": "echo", "input": "Where is the harbour office?"})
     log = (litellm_proxy.data_dir.parent / "litellm.log").read_text(errors="replace")
-    assert log.count("/v1/messages requests pass through unchanged") == 1
+    assert log.count("/v1/responses requests pass through unchanged") == 1
+    assert "/v1/messages requests pass through" not in log

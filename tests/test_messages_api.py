@@ -16,6 +16,7 @@ import pytest
 
 from agentmem.config import Settings
 from agentmem.proxy import create_app
+from tests.anthropic_calls import message_of
 from tests.conftest import echo_routes
 from tests.servers import ThreadServer
 
@@ -430,11 +431,7 @@ def test_thinking_blocks_round_trip_with_their_signature(claude, received, strea
     messages: list[dict] = [{"role": "user", "content": 'Oslo? [[tool:get_weather {"city": "Oslo"}]]'}]
     options = {"model": SONNET, "max_tokens": 2000, "tools": [WEATHER], "thinking": thinking,
                "extra_headers": session}
-    if stream:
-        with claude.messages.stream(messages=messages, **options) as events:
-            first = events.get_final_message()
-    else:
-        first = claude.messages.create(messages=messages, **options)
+    first = message_of(claude, stream, messages=messages, **options)
     assert [b.type for b in first.content] == ["thinking", "tool_use"]
     assert first.content[0].signature.startswith("sig_echo")
     assert first.content[0].thinking.startswith("thinking about: Oslo?")
