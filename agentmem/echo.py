@@ -228,7 +228,7 @@ def _add_passthrough_routes(app: FastAPI, received: collections.deque, ids: iter
         return StreamingResponse(pieces(), media_type="text/event-stream")
 
 
-_CUT_AFTER_S = 0.25
+CUT_AFTER_S = 0.25
 
 
 async def _stream(completion_id, created, model, content, calls, finish, usage, include_usage, cut,
@@ -261,7 +261,7 @@ async def _stream(completion_id, created, model, content, calls, finish, usage, 
             # Pause first, so the reader has taken in what was sent: aiohttp (LiteLLM's transport)
             # drops data it holds unread when the connection then breaks, which made the chunks a
             # client sees before the cut depend on the machine's load.
-            await asyncio.sleep(_CUT_AFTER_S)
+            await asyncio.sleep(CUT_AFTER_S)
             raise ConnectionAbortedError("echo upstream cutting the stream as asked")
         if stall is not None and sent == stall[0]:
             await asyncio.sleep(stall[1])

@@ -23,7 +23,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
-from agentmem.echo import _DIRECTIVE
+from agentmem.echo import _DIRECTIVE, CUT_AFTER_S
 
 
 def add_messages_api(app: FastAPI, received: Any, ids: itertools.count,
@@ -165,6 +165,7 @@ async def _events(message: dict[str, Any], cut: int | None) -> AsyncGenerator[by
     events.append({"type": "message_stop"})
     for sent, event in enumerate(events):
         if cut is not None and sent >= cut:
+            await asyncio.sleep(CUT_AFTER_S)  # what was sent is read first (agentmem.echo)
             raise ConnectionAbortedError("echo upstream cutting the stream as asked")
         yield _event(event)
         await asyncio.sleep(0)

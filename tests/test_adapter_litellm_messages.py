@@ -234,8 +234,7 @@ async def test_server_tools_pass_through_unchanged_and_unstored(litellm_proxy, c
 
 async def test_a_provider_stream_cut_midway_is_stored_as_partial(litellm_proxy, claude, received):
     """The provider drops the connection mid-stream: what the client received is stored, marked
-    partial with the reason. (The echo's Messages stream is one burst, so LiteLLM's aiohttp may
-    lose all of it at the cut; then the client got no text, and the call fails with no turns.)"""
+    partial with the reason."""
     sid = session()
     request = {"model": CLAUDE, "max_tokens": 100, "extra_headers": {"X-Session-Id": sid},
                "messages": [{"role": "user", "content": "one two three four five six [[cut:5]]"}]}
@@ -247,9 +246,7 @@ async def test_a_provider_stream_cut_midway_is_stored_as_partial(litellm_proxy, 
     while not (reports := (await stored_reports(litellm_proxy.data_dir, sid))) and time.time() < deadline:
         await asyncio.sleep(0.2)
     _, turns, _ = await stored(litellm_proxy.data_dir, sid)
-    if not streamed:
-        assert turns == [] and [r.status for r in reports] == ["error"]
-        return
+    assert streamed  # the cut came after some text reached the client
     assert [t.role for t in turns] == ["user", "assistant"]
     assert turns[-1].partial and turns[-1].error.startswith("the provider stream failed")
     assert turns[-1].message["content"] == "".join(streamed)
