@@ -263,7 +263,7 @@ def to_chat(request: MessagesRequest, body: dict[str, Any]) -> tuple[dict[str, A
         messages.append({"role": "system", "content": system})
     for index, turn in enumerate(body["messages"]):
         if turn["role"] == "user":
-            messages += _user_messages(turn["content"], index, notes)
+            messages += _user_messages(turn["content"], index)
         else:
             messages.append(_assistant_message(turn["content"]))
     if request.cache_control is not None:
@@ -291,12 +291,12 @@ def to_chat(request: MessagesRequest, body: dict[str, Any]) -> tuple[dict[str, A
     return chat, notes
 
 
-def _user_messages(content: Any, index: int, notes: list[str]) -> list[dict[str, Any]]:
+def _user_messages(content: Any, index: int) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
     results = [block for block in content if block["type"] == "tool_result"]
     others = [_user_part(block, index) for block in content if block["type"] != "tool_result"]
-    out = [_tool_message(block, index, notes) for block in results]
+    out = [_tool_message(block, index) for block in results]
     if others or not results:
         out.append({"role": "user", "content": others})
     return out
@@ -341,18 +341,25 @@ def _user_part(block: dict[str, Any], index: int) -> dict[str, Any]:
     return part
 
 
-def _tool_message(block: dict[str, Any], index: int, notes: list[str]) -> dict[str, Any]:
+def _tool_message(block: dict[str, Any], index: int) -> dict[str, Any]:
     content = block.get("content")
     if isinstance(content, list):
         content = [_user_part(part, index) for part in content]  # images, PDFs: parts too
+    if block.get("is_error"):
+        # The chat format has no field for it (nor has litellm's Anthropic transform): said in
+        # the text, so the model still reads that the tool failed, not that it answered this.
+        if isinstance(content, list):
+            content = [{"type": "text", "text": TOOL_ERROR.strip()}, *content]
+        else:
+            content = TOOL_ERROR + (content or "")
     message: dict[str, Any] = {"role": "tool", "tool_call_id": block["tool_use_id"],
                                "content": "" if content is None else content}
     if block.get("cache_control") is not None:
         message["cache_control"] = block["cache_control"]  # litellm reads it here
-    if block.get("is_error"):
-        notes.append(f"messages[{index}]: tool_result is_error is not forwarded "
-                     "(the chat format has no field for it)")
     return message
+
+
+TOOL_ERROR = "Tool error: "  # what a tool_result marked is_error says first in chat form
 
 
 def _assistant_message(content: Any) -> dict[str, Any]:
@@ -424,7 +431,7 @@ class _Originals:
         self.marker = body.get("cache_control")
         turns = body["messages"]
         for index, turn in enumerate(turns):
-            group = (_user_messages(turn["content"], index, []) if turn["role"] == "user"
+            group = (_user_messages(turn["content"], index) if turn["role"] == "user"
                      else [_assistant_message(turn["content"])])
             if index == len(turns) - 1 and self.marker is not None:
                 group[-1] = _marked(group[-1], self.marker)  # as to_chat marks it
@@ -442,7 +449,7 @@ class _Originals:
             if kind == "tool_use":
                 self.items[_key(_tool_call(block))] = block
             elif kind == "tool_result":
-                self.items[_key(_tool_message(block, index, []))] = block
+                self.items[_key(_tool_message(block, index))] = block
                 self.results[block["tool_use_id"]] = block
             elif kind in {"image", "document"}:
                 self.items[_key(_user_part(block, index))] = block

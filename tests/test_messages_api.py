@@ -410,6 +410,23 @@ def test_a_client_that_marks_its_prompt_for_caching_gets_the_prefix_it_sent(clau
         assert any(len(got["tools"]) < len(tools) for got in arrived)
 
 
+def test_a_failed_tool_result_says_so_to_the_model(claude, received):
+    """``is_error: true`` has no field in the chat form (nor in litellm's Anthropic transform):
+    the result reaches the provider saying that the tool failed, not as its plain answer."""
+    use = {"type": "tool_use", "id": "toolu_e1", "name": "get_weather", "input": {"city": "Oslo"}}
+    messages = [{"role": "user", "content": "Weather in Oslo?"},
+                {"role": "assistant", "content": [use]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_e1",
+                                              "is_error": True,
+                                              "content": "ConnectionError: service unavailable"}]}]
+    raw = claude.messages.with_raw_response.create(model=CLAUDE, max_tokens=50, tools=[WEATHER],
+                                                   messages=messages, extra_headers=new_session())
+    [result] = received.requests()[-1]["messages"][-1]["content"]
+    text = result["content"] if isinstance(result["content"], str) else result["content"][0]["text"]
+    assert text == "Tool error: ConnectionError: service unavailable"
+    assert "is_error" not in raw.headers.get("x-agentmem-warning", "")
+
+
 def test_anthropic_clients_authenticate_with_x_api_key(tenant_proxy):
     good = anthropic.Anthropic(base_url=tenant_proxy.url, api_key="key-alpha", max_retries=0)
     raw = good.messages.with_raw_response.create(model="echo", max_tokens=20, extra_headers=new_session(),
