@@ -274,12 +274,16 @@ _TRACEBACK = "\nTraceback (most recent call last):"
 
 def as_upstream_error(error: BaseException) -> UpstreamError:
     """The provider's failure as the client should see it: the provider's own status for its
-    refusals, 504 when it did not answer in time, 502 when it could not be reached (litellm
-    reports both as 500, which would blame agentmem); no object reprs in the message."""
+    refusals and its overload (Anthropic's 529, which clients retry), 504 when it did not answer
+    in time, 502 when it could not be reached (litellm reports all three as 500, which would
+    blame agentmem); no object reprs in the message."""
     if isinstance(error, UpstreamError):
         return error
     status = getattr(error, "status_code", None)
     causes = _causes(error)
+    if status == 500:  # litellm files a provider's other 5xx (Anthropic's 529 overloaded) as 500
+        status = next((own for c in causes[1:] if isinstance(own := getattr(c, "status_code", None), int)
+                       and own > 500), status)
     if any(isinstance(c, _TIMEOUTS) for c in causes):
         status = 504
     elif any(isinstance(c, _UNREACHABLE) for c in causes) or not isinstance(status, int) \

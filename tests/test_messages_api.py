@@ -271,6 +271,11 @@ def test_the_sdk_raises_the_error_and_upstream_failures_keep_their_status(claude
     assert failed.value.status_code == 503
     assert failed.value.body["type"] == "error" and failed.value.body["error"]["type"] == "api_error"
     assert failed.value.response.headers["x-agentmem-report"]
+    with pytest.raises(anthropic.APIStatusError) as overloaded:  # litellm files it as a 500
+        claude.messages.create(model=CLAUDE, max_tokens=10, extra_headers=new_session(),
+                               messages=[{"role": "user", "content": "busy [[status:529]]"}])
+    assert overloaded.value.status_code == 529
+    assert overloaded.value.body["error"]["type"] == "overloaded_error"
 
 
 def test_count_tokens(claude, received):
