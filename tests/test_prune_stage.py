@@ -103,6 +103,33 @@ async def test_the_older_history_never_opens_with_the_assistants_turn(hygiene):
     assert sent[1]["content"] == history[1]["content"]
 
 
+async def test_a_tool_call_the_stage_cannot_drop_does_not_open_the_history(hygiene):
+    """An old tool call whose result the stage does not read (a screenshot's parts) goes out
+    whole with its call: the question that asked for it comes back before it, or the request
+    would open with the assistant's turn (Anthropic refuses that; audit 9)."""
+    call = {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "shot", "type": "function",
+        "function": {"name": "screenshot", "arguments": json.dumps({"page": "checkout"})}}]}
+    shot = {"role": "tool", "tool_call_id": "shot", "content": [
+        {"type": "text", "text": "Screenshot of the checkout page."},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}
+    history = [{"role": "system", "content": "You are a helpful assistant."},
+               {"role": "user", "content": "Take a screenshot of the checkout page please."},
+               call, shot, {"role": "assistant", "content": "Here is the checkout page."}]
+    for number in range(12):
+        history += [{"role": "user", "content": f"Tell me fact number {number} about the moon "
+                     "and its craters, orbit and tides in detail."},
+                    {"role": "assistant", "content": f"Fact {number}: the moon's craters and "
+                     "orbit shape the tides on the coast every day of the year."}]
+    history.append({"role": "user", "content": "Which fact mentioned the tides on the coast?"})
+    result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
+                                 policy=_policy(history_fraction=0.15))
+    sent = result.messages
+    assert len(sent) < len(history) and shot in sent  # cut, and the screenshot kept whole
+    assert sent[0]["role"] == "system" and sent[1]["role"] == "user"
+    assert sent[2] == call
+
+
 async def test_two_stage_mode_lets_the_pruner_rescore_recalled_turns(hygiene):
     result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}",
                                  policy=_policy(rerank_turns=3, rerank_weight=2.0))

@@ -668,15 +668,18 @@ def _opening_question(history: list[dict[str, Any]], older: list[Candidate], kep
     first older turn with a kept sentence is not a user turn, this is the best sentence of the
     user turn before it; ``None`` when the cut opens with a user turn, or the client's own
     history has no user turn before it."""
-    first = next((c for c in older if kept[c.rows].any()), None)
-    if first is None or history[first.index].get("role") == "user":
-        return None
     candidates = {c.index for c in older}
-    if any(i not in candidates and history[i].get("role") not in ("system", "developer")
-           and not _textless_call(history[i]) for i in range(first.index)):
-        return None  # a turn the stage does not cut opens the history already
+    kept_first = next((c.index for c in older if kept[c.rows].any()), len(history))
+    # A turn the stage does not cut (the recent window, or a tool result it cannot read, which
+    # keeps its whole tool-call unit) goes out as it is: it may open the history too.
+    uncut_first = next((i for i in range(kept_first) if i not in candidates
+                        and history[i].get("role") not in ("system", "developer")
+                        and not _textless_call(history[i])), len(history))
+    opening = min(kept_first, uncut_first)
+    if opening == len(history) or history[opening].get("role") == "user":
+        return None
     question = next((c for c in reversed(older)
-                     if c.index < first.index and history[c.index].get("role") == "user"), None)
+                     if c.index < opening and history[c.index].get("role") == "user"), None)
     if question is None:
         return None
     finite = [row for row in question.rows.tolist() if math.isfinite(score[row])]
