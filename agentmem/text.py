@@ -62,7 +62,34 @@ def _split(text: str) -> list[Span]:
     spans: list[Span] = []
     for block in _BLOCK.finditer(text):
         _split_block(text, block.start(), block.end(), spans)
+    if any(end - start > LONGEST_SPAN for start, end in spans):
+        spans = [piece for span in spans for piece in _line_runs(text, span)]
     return spans
+
+
+LONGEST_SPAN = 600  # characters; a longer span of several lines is cut between its lines
+
+
+def _line_runs(text: str, span: Span) -> list[Span]:
+    """A long span of several lines (a test log's 200 lines without a blank one, a listing) as
+    runs of whole lines of up to ``LONGEST_SPAN`` characters: as one span it was kept or cut
+    whole (the one FAILED line went with 200 PASSED ones), and its vector read only its head
+    (the embedder reads 256 tokens). A long line, or prose, stays one span."""
+    start, end = span
+    if end - start <= LONGEST_SPAN or "\n" not in text[start:end]:
+        return [span]
+    runs: list[Span] = []
+    run_start = start
+    line_start = start
+    while line_start < end:
+        newline = text.find("\n", line_start, end)
+        line_end = end if newline < 0 else newline
+        if line_end - run_start > LONGEST_SPAN and line_start > run_start:
+            _append_trimmed(text, run_start, line_start, runs)
+            run_start = line_start
+        line_start = line_end + 1
+    _append_trimmed(text, run_start, end, runs)
+    return runs
 
 
 def sentences(text: str) -> list[str]:

@@ -130,6 +130,30 @@ async def test_a_tool_call_the_stage_cannot_drop_does_not_open_the_history(hygie
     assert sent[2] == call
 
 
+async def test_the_failing_line_of_an_older_test_log_is_kept_and_the_rest_cut(hygiene):
+    """A test run's log read three exchanges ago: "which test failed?" keeps the FAILED line
+    (with a mark where lines were cut), not the 200 PASSED lines around it, and not nothing
+    (one 10,000-character span went whole or not at all; audit 8)."""
+    lines = [f"tests/test_mod{i}.py::test_case_{i} PASSED [{i // 2}%]" for i in range(200)]
+    lines[120] = "tests/test_pricing.py::test_apply_discount FAILED [60%]"
+    call = {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "run", "type": "function",
+        "function": {"name": "bash", "arguments": json.dumps({"command": "pytest"})}}]}
+    history = [{"role": "system", "content": "You are a coding agent."},
+               {"role": "user", "content": "Run the test suite please."}, call,
+               {"role": "tool", "tool_call_id": "run", "content": "\n".join(lines)},
+               {"role": "assistant", "content": "One test failed; the others passed."}]
+    for topic in ("lunch", "the weather", "a good book"):
+        history += [{"role": "user", "content": f"Unrelated: any ideas for {topic}?"},
+                    {"role": "assistant", "content": f"Some thoughts about {topic} follow here."}]
+    history.append({"role": "user", "content": "Which test failed in that run?"})
+    result = await hygiene.apply(history, session_id=f"pr-{uuid.uuid4().hex}",
+                                 policy=_policy(history_fraction=0.15))
+    log = next(m["content"] for m in result.messages if m.get("role") == "tool")
+    assert "test_apply_discount FAILED" in log and "lines not sent" in log
+    assert len(log) < len(history[3]["content"]) / 2
+
+
 async def test_two_stage_mode_lets_the_pruner_rescore_recalled_turns(hygiene):
     result = await hygiene.apply(HISTORY, session_id=f"pr-{uuid.uuid4().hex}",
                                  policy=_policy(rerank_turns=3, rerank_weight=2.0))

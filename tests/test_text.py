@@ -13,6 +13,24 @@ def test_spans_point_into_the_text():
                                "Yes.", "- one", "- two"]
 
 
+def test_a_long_run_of_lines_is_cut_between_lines():
+    """A test log's 200 lines with no blank line between them were one span: kept or cut
+    whole, the one FAILED line with them. Now runs of whole lines of up to LONGEST_SPAN
+    characters; a long sentence of prose stays one span."""
+    from agentmem.text import LONGEST_SPAN, split_sentences
+
+    lines = [f"tests/test_mod{i}.py::test_case_{i} PASSED [{i // 2}%]" for i in range(200)]
+    lines[120] = "tests/test_pricing.py::test_apply_discount FAILED [60%]"
+    log = "=== test session starts ===\n" + "\n".join(lines)
+    spans = split_sentences(log)
+    assert len(spans) > 10 and all(end - start <= LONGEST_SPAN for start, end in spans)
+    texts = [log[start:end] for start, end in spans]
+    assert "\n".join(texts) == log  # whole lines, nothing lost between runs
+    assert sum("FAILED" in text for text in texts) == 1
+    prose = "The harbour office opens at nine, " + "and the ferry leaves at ten, " * 40 + "daily."
+    assert len(split_sentences(prose)) == 1
+
+
 def test_abbreviations_numbers_and_quotes():
     assert sentences("We met at 5 p.m. yesterday. Fine.") == ["We met at 5 p.m. yesterday.", "Fine."]
     assert sentences("It costs $3.50 per item, e.g. apples. Buy some.") == [
