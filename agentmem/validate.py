@@ -2,7 +2,8 @@
 
 It compares the draft with the incoming history and refuses anything a provider would
 reject or a user would not expect: reordered messages, a tool call split from its replies,
-an edited system message or last user message, an empty request.
+an edited system message or last user message, a conversation that opened with the user's
+turn opening with the assistant's, an empty request.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ def validate_outgoing(history: list[dict[str, Any]], draft: Draft) -> None:
                 raise OutgoingInvalid(
                     f"messages[{outgoing.index}]: stages may change only content, not {key!r}")
 
+    opening = _opening_role(history)
+    if opening == "user" and _opening_role([m.message for m in kept]) != "user":
+        raise OutgoingInvalid("the request would open with the assistant's turn, which "
+                              "Anthropic, Bedrock and Gemini refuse")
+
     _check_units(history, kept_by_index)
     try:
         check_conversation(draft.plain_messages())
@@ -60,6 +66,12 @@ def validate_outgoing(history: list[dict[str, Any]], draft: Draft) -> None:
         names = [t.get("function", {}).get("name") for t in draft.tools]
         if len(set(names)) != len(names):
             raise OutgoingInvalid("a tool is offered twice")
+
+
+def _opening_role(messages: list[dict[str, Any]]) -> str | None:
+    """The role of the first message that is not a system or developer message."""
+    return next((m.get("role") for m in messages if m.get("role") not in {"system", "developer"}),
+                None)
 
 
 def _check_units(history: list[dict[str, Any]], kept: dict[int, dict[str, Any]]) -> None:

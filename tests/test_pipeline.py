@@ -129,6 +129,7 @@ def test_validator_rules():
         "edited user": draft(range(7), {6: {"role": "user", "content": "Pay half."}}),
         "role change": draft(range(7), {5: {"role": "user", "content": "x"}}),
         "empty": draft([]),
+        "opens with the assistant": draft([0, 5, 6]),
     }
     for bad in cases.values():
         with pytest.raises(OutgoingInvalid):
