@@ -644,6 +644,7 @@ async def test_budget_keeps_order_units_and_the_most_relevant(hygiene):
                                "budget": {"max_prompt_tokens": pinned + 60}})
     result = await hygiene.apply(history, session_id=f"bu-{uuid.uuid4().hex}", policy=policy)
     assert not result.report.warnings
+    assert result.messages[1]["role"] == "user"  # never opens with the assistant's turn
     assert result.report.tokens_after <= pinned + 60 < result.report.tokens_before
     assert result.kept_indices == sorted(result.kept_indices)
     kept_text = " ".join(m.get("content") or "" for m in result.messages)
@@ -691,7 +692,8 @@ async def test_budget_ranks_a_tool_call_by_its_stored_result(data_dir):
         await engine.apply(history[:-1] + [{"role": "user", "content": "Thanks."}], session_id=session)
         await engine.drain()  # the turns' vectors are stored after the reply
         kettle_unit = history[10:12]  # the assistant's call and the kettle's result
-        budget = messages_tokens([history[0], history[-1]]) + messages_tokens(kettle_unit) + 4
+        # room for the user turn that asked for it too: a request never opens with the call
+        budget = messages_tokens([history[0], history[-1], history[9]]) + messages_tokens(kettle_unit) + 4
         policy = policy_from_dict({"name": "budget-units", "stages": ["budget"],
                                    "prune": {"keep_recent_exchanges": 0},
                                    "budget": {"max_prompt_tokens": budget, "step_reserve": 0}})

@@ -60,6 +60,32 @@ class BudgetSettings(BaseModel):
 
 
 
+def _opening_with_the_user(units: list[list[OutgoingMessage]], fixed: list[int],
+                           optional: list[int], keep: set[int], cost: list[int], remaining: int,
+                           history: list[dict[str, Any]]) -> set[int]:
+    """``keep``, changed so that a conversation the client opened with the user's turn does
+    not go out opening with the assistant's (Anthropic, Bedrock and Gemini refuse it): the
+    user turn before the first kept unit comes back when it fits in what is left of the
+    budget, else that unit goes too, until the first is the user's (or one that always goes
+    out)."""
+    if next((m.get("role") for m in history if m.get("role") not in _SYSTEM), None) != "user":
+        return keep
+    while True:
+        first = next((n for n in sorted({*fixed, *keep})
+                      if any(m.role not in _SYSTEM for m in units[n])), None)
+        if first is None or first not in keep or units[first][0].role == "user":
+            return keep
+        question = next((n for n in reversed(optional) if n < first and n not in keep
+                         and units[n][0].role == "user"), None)
+        if question is not None and cost[question] <= remaining:
+            return keep | {question}
+        keep = keep - {first}
+        remaining += cost[first]
+
+
+_SYSTEM = frozenset({"system", "developer"})
+
+
 def budget_for(model: str, settings) -> int | None:
     if settings.max_prompt_tokens:
         return settings.max_prompt_tokens
@@ -196,7 +222,8 @@ class BudgetStage(Stage):
                 chosen.append(best)
                 remaining -= cost[optional[best]]
                 redundancy = np.maximum(redundancy, similarity[:, best])
-        keep = {optional[i] for i in chosen}
+        keep = _opening_with_the_user(units, fixed, optional, {optional[i] for i in chosen}, cost,
+                                      remaining, history)
         dropped: dict[int, float] = {}
         for position, number in enumerate(optional):
             if number not in keep:
