@@ -372,9 +372,10 @@ def test_a_client_that_marks_its_prompt_for_caching_gets_the_prefix_it_sent(clau
                                                                             marked):
     """Claude Code marks the last tool, the system prompt and the newest user block with
     ``cache_control``: the provider caches the prompt up to the last mark. Pruning the older
-    history anew for each query, or choosing the tools anew, would change that prefix on every
-    call and have it billed again as a cache write. So everything up to the last mark goes out
-    as sent. The same session without marks is cleaned (tools chosen, history pruned)."""
+    history anew for each query, choosing the tools anew, or withholding a log read again
+    (superseded), would change that prefix on every call and have it billed again as a cache
+    write. So everything up to the last mark goes out as sent. The same session without marks
+    is cleaned (tools chosen, history pruned, repeats superseded)."""
     session = new_session()
     tools = _cc_tools(marked)
     system = [{"type": "text", "text": "You are a build assistant that reads logs."}]
@@ -395,13 +396,14 @@ def test_a_client_that_marks_its_prompt_for_caching_gets_the_prefix_it_sent(clau
                                       messages=request, extra_headers=session)
 
     for step in range(1, 9):
-        messages.append({"role": "user", "content": f"Step {step}: check the build log of job {step}. "
-                                                    f'[[tool:read_log {{"job": {step}}}]]'})
+        job = step % 3  # the agent reads the same logs again: a repeat would supersede the older
+        messages.append({"role": "user", "content": f"Step {step}: check the build log of job {job}. "
+                                                    f'[[tool:read_log {{"job": {job}}}]]'})
         uses = [b for b in call().content if b.type == "tool_use"]
         messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True)
                                                           for b in (*uses,)]})
         messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": u.id, "content": _tool_output(step)} for u in uses]})
+            {"type": "tool_result", "tool_use_id": u.id, "content": _tool_output(job)} for u in uses]})
         messages.append({"role": "assistant", "content": call().content[0].text})
 
     arrived = received.requests()[-len(sent):]

@@ -21,6 +21,12 @@ class QuarantineSettings(BaseModel):
         True, description="A tool call answered again (same tool, same arguments) supersedes "
         "its older answer, which is withheld whole when most of it is in the newer one "
         "(agentmem/quarantine/superseded.py). Needs clash; off under keep_both.")
+    respect_cache_marks: bool = Field(
+        True, description="An older answer in the prefix a client marked for the provider's "
+        "prompt cache (`cache_control`, up to the last marked message) is not superseded: "
+        "withholding it would change that prefix each time a call repeats, and the provider "
+        "would bill the prompt again as a cache write (agentmem/cache_marks.py). Poison and "
+        "clashes are still withheld there.")
     supersede_overlap: float = Field(
         0.5, ge=0, le=1, description="Share of the older answer's characters (its lines, or "
         "its words for a line or two) the newer answer must have for the older to be superseded.")

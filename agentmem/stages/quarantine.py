@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from agentmem.cache_marks import last_marked_message
 from agentmem.conversation import last_user_index
 from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
@@ -87,6 +88,9 @@ class QuarantineStage(Stage):
                                          min_overlap=settings.supersede_overlap)
                       if settings.clash and settings.supersede_repeated_calls
                       and settings.resolution != "keep_both" else [])
+        cached = last_marked_message(history) if settings.respect_cache_marks else None
+        if cached is not None:  # the client's cached prefix: repeats leave it as it is
+            superseded = [r for r in superseded if r.position > cached]
         # The poison check reads every sentence with its vector or runs after the reply: past
         # the call's budget (a 300,000-character web page) embedding part of it would be work
         # spent for nothing on the call path (~0.5 s on two cores), so it is all or none; and
@@ -128,6 +132,10 @@ class QuarantineStage(Stage):
             await qstore.save(context.session, scope.grown, ttl=context.policy.ttl_seconds)
             if checked:
                 context.channels.poison_checked = statements.size
+        if cached is not None:
+            where = {turn: position for position, turn in enumerate(turn_ids)}
+            records = [r for r in records if r.detector != SUPERSEDED
+                       or where.get(r.turn_id, -1) > cached]
         self._withhold(draft, context, [*records, *fresh], turn_ids, statements)
 
     async def after_reply(self, context: StageContext, turns: list[TurnRecord]) -> None:
