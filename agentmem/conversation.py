@@ -33,6 +33,14 @@ def last_user_index(history: list[Message]) -> int | None:
     return None
 
 
+def opening_role(messages: list[Message]) -> str | None:
+    """The role of the first message that is not a system or developer message: what a
+    conversation opens with (Anthropic, Bedrock and Gemini refuse one that opens with the
+    assistant's turn)."""
+    return next((m.get("role") for m in messages if m.get("role") not in {"system", "developer"}),
+                None)
+
+
 def agent_step_start(history: list[Message]) -> int:
     """Where the current agent step begins: the newest user message (its position), or the end
     of the history when there is none. Messages from here on are never pruned."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from agentmem.conversation import last_user_index
+from agentmem.conversation import last_user_index, opening_role
 from agentmem.messages import canonical, check_conversation
 from agentmem.stages.base import Draft
 
@@ -51,8 +51,7 @@ def validate_outgoing(history: list[dict[str, Any]], draft: Draft) -> None:
                 raise OutgoingInvalid(
                     f"messages[{outgoing.index}]: stages may change only content, not {key!r}")
 
-    opening = _opening_role(history)
-    if opening == "user" and _opening_role([m.message for m in kept]) != "user":
+    if opening_role(history) == "user" and opening_role([m.message for m in kept]) != "user":
         raise OutgoingInvalid("the request would open with the assistant's turn, which "
                               "Anthropic, Bedrock and Gemini refuse")
 
@@ -66,12 +65,6 @@ def validate_outgoing(history: list[dict[str, Any]], draft: Draft) -> None:
         names = [t.get("function", {}).get("name") for t in draft.tools]
         if len(set(names)) != len(names):
             raise OutgoingInvalid("a tool is offered twice")
-
-
-def _opening_role(messages: list[dict[str, Any]]) -> str | None:
-    """The role of the first message that is not a system or developer message."""
-    return next((m.get("role") for m in messages if m.get("role") not in {"system", "developer"}),
-                None)
 
 
 def _check_units(history: list[dict[str, Any]], kept: dict[int, dict[str, Any]]) -> None:

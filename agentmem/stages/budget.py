@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentmem.conversation import agent_step_start, query_of, recent_start
+from agentmem.conversation import agent_step_start, opening_role, query_of, recent_start
 from agentmem.ingest import message_tokens, tools_tokens
 from agentmem.messages import text_of
 from agentmem.models.embedder import from_bytes
@@ -59,6 +59,8 @@ class BudgetSettings(BaseModel):
         "tool results are larger than step_reserve of the budget: as large as the largest.")
 
 
+_SYSTEM = frozenset({"system", "developer"})
+
 
 def _opening_with_the_user(units: list[list[OutgoingMessage]], fixed: list[int],
                            optional: list[int], keep: set[int], cost: list[int], remaining: int,
@@ -68,7 +70,7 @@ def _opening_with_the_user(units: list[list[OutgoingMessage]], fixed: list[int],
     user turn before the first kept unit comes back when it fits in what is left of the
     budget, else that unit goes too, until the first is the user's (or one that always goes
     out)."""
-    if next((m.get("role") for m in history if m.get("role") not in _SYSTEM), None) != "user":
+    if opening_role(history) != "user":
         return keep
     while True:
         first = next((n for n in sorted({*fixed, *keep})
@@ -81,9 +83,6 @@ def _opening_with_the_user(units: list[list[OutgoingMessage]], fixed: list[int],
             return keep | {question}
         keep = keep - {first}
         remaining += cost[first]
-
-
-_SYSTEM = frozenset({"system", "developer"})
 
 
 def budget_for(model: str, settings) -> int | None:
