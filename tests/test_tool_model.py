@@ -49,6 +49,24 @@ def test_the_model_learns_which_tool_a_kind_of_query_leads_to():
     assert float(np.abs(frozen.scores(centres[1])).max()) < 0.05
 
 
+def test_calls_at_odds_with_the_text_score_never_blow_the_scores_up():
+    """The prior favours the tool every query was *not* called for (a scripted client, labels
+    at odds with the descriptions): the learned weight of the prior fell to 0.001, and the
+    corrections, divided by it, reached +-1,500 and drowned the query (audit 10). The
+    correction stays within MAX_CORRECTION of the score; it still learns the right tool."""
+    from agentmem.state.tool_model import MAX_CORRECTION, MIN_SCALE
+
+    data, _ = _clusters()
+    against = np.where(data.labels, -1.0, 1.0).astype(np.float32)  # high for the wrong tools
+    model = fit(data, against, l2=1e-3, steps=300, rate=0.05)
+    assert model.scale >= MIN_SCALE
+    centres = np.eye(3, 8, dtype=np.float32)
+    for tool in range(3):
+        scores = model.scores(centres[tool])
+        assert float(np.abs(scores).max()) <= MAX_CORRECTION
+        assert int(np.argmax(scores)) == tool
+
+
 def test_a_tool_without_past_queries_is_never_pushed_down():
     """Tools 0-2 have past queries, tool 3 (a new tool) has none: it gets no correction, and
     the corrections of the others sum to zero, so the group is not lifted above it either."""

@@ -37,6 +37,13 @@ import numpy as np
 
 ADAM_BETAS = (0.9, 0.999)
 INITIAL_SCALE = 5.0
+# Traffic whose calls disagree with the text score (a scripted client, labels at odds with the
+# descriptions) drove the learned scale to its old floor of 0.001, and dividing by it turned
+# corrections of a few logits into scores of +-1,500 that ignored the query (audit 10). The
+# prior keeps at least a tenth of its starting weight, and a correction moves a tool by at
+# most MAX_CORRECTION in the stage's score units (text scores are cosines and BM25 in 0..1).
+MIN_SCALE = 0.5
+MAX_CORRECTION = 2.0
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,8 @@ class ToolModel:
     def scores(self, query: np.ndarray) -> np.ndarray:
         """``einsum``, not ``@``: one core's loop, no BLAS thread wake-up on the call path."""
         raw = np.einsum("ij,j->i", self.weights, query.astype(np.float32, copy=False))
-        return ((raw + self.bias) / self.scale).astype(np.float32)
+        return np.clip((raw + self.bias) / self.scale, -MAX_CORRECTION, MAX_CORRECTION
+                       ).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,7 @@ def fit(data: TrainingSet, prior: np.ndarray, *, l2: float, steps: int, rate: fl
             parameters[index] = (parameters[index] - rate * mean / (np.sqrt(variance) + 1e-8)
                                  ).astype(np.float32)
         weights = parameters[0]
-        scale = parameters[1] = np.maximum(parameters[1], 1e-3)  # a score weight stays positive
+        scale = parameters[1] = np.maximum(parameters[1], MIN_SCALE)
     return ToolModel(np.ascontiguousarray(weights[:, :-1]), weights[:, -1].copy(), float(scale[0]),
                      n, generation)
 
