@@ -264,6 +264,28 @@ async def test_a_large_superseded_result_keeps_its_placeholder_through_the_prune
     assert next(m for m in result.messages if m.get("tool_call_id") == "g2")["content"] == listing
 
 
+async def test_an_opening_user_turn_withheld_whole_stays_as_its_placeholder(tmp_path):
+    """The user's first message is all contradicted later: dropped, the request would open with
+    the assistant's turn (providers refuse it, and the outgoing check then sends the request
+    unchanged, withholding nothing). It stays as the placeholder instead."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+
+    history = [{"role": "system", "content": "You plan meals."},
+               {"role": "user", "content": "I am vegetarian."},
+               {"role": "assistant", "content": "Noted, no meat then."},
+               {"role": "user", "content": "I eat meat every day. Plan three dinners."}]
+    hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path))
+    try:
+        result = await hygiene.apply(history, session_id=f"open-{uuid.uuid4().hex[:8]}")
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+    assert not result.report.warnings
+    assert [m["role"] for m in result.messages] == ["system", "user", "assistant", "user"]
+    assert result.messages[1]["content"].startswith("[agentmem withheld this content (clash")
+
+
 async def test_the_call_path_check_reads_text_and_embeds_nothing(tmp_path):
     """The clash rules on the call path read text: a new user message is checked without
     a single embedding on the call path (its vectors come from background work)."""

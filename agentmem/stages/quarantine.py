@@ -223,6 +223,10 @@ class QuarantineStage(Stage):
                 spans_by_position.setdefault(position, []).append(((start, end), record))
         excluded = context.channels.excluded_spans
         replacements, dropped = {}, set()
+        opening = next((i for i, m in enumerate(history) if m.get("role") not in
+                        {"system", "developer"}), None)
+        if opening is not None and history[opening].get("role") != "user":
+            opening = None
         current = {m.index: m for m in draft.messages}
         for position, entries in sorted(spans_by_position.items()):
             if position not in current:
@@ -244,7 +248,9 @@ class QuarantineStage(Stage):
                     score=record.score, reason=record.reason,
                     detail={"record": record.id, "kind": record.kind, "detector": record.detector}))
             in_unit = message.get("role") == "tool" or bool(message.get("tool_calls"))
-            if not anything_kept and not in_unit:
+            # The conversation's opening user turn stays, as its placeholder: dropped, the
+            # request would open with the assistant's turn, which providers refuse.
+            if not anything_kept and not in_unit and position != opening:
                 dropped.add(position)
             elif isinstance(message.get("content"), str):
                 content = (kept_text(text, spans, keep) if anything_kept
@@ -261,7 +267,8 @@ class QuarantineStage(Stage):
                 elif layout is not None:  # frame text withheld: no JSON without it
                     content = _placeholder([r for _, r in entries])
                 replacements[position] = {**current[position].message, "content": content}
-            elif superseded and _text_parts(message.get("content")):  # a tool_result's blocks
+            elif (superseded or position == opening) and not anything_kept \
+                    and _text_parts(message.get("content")):  # a tool_result's, a turn's blocks
                 replacements[position] = {**current[position].message,
                                           "content": _placeholder([r for _, r in entries])}
         for position, noted in sorted(notes.items()):
