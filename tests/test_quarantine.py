@@ -234,14 +234,24 @@ async def test_records_found_after_the_reply_do_not_bring_a_deleted_session_back
         hygiene.connector.close()
 
 
+async def _applied_once(data_dir, history: list[dict]):
+    """``default`` applied to one request of a new session, on an engine of its own."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+
+    hygiene = Hygiene("default", settings=Settings(data_dir=data_dir))
+    try:
+        return await hygiene.apply(history, session_id=f"q-{uuid.uuid4().hex[:8]}")
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+
+
 async def test_a_large_superseded_result_keeps_its_placeholder_through_the_prune_stage(tmp_path):
     """An agent calls Glob twice with the same arguments: the older answer is withheld whole
     (superseded) and says so. Large and among the recent exchanges, it is also a tool output
     the prune stage reads; with every sentence withheld it must leave the placeholder, not
     send the model an empty result ("the command printed nothing")."""
-    from agentmem.api import Hygiene
-    from agentmem.config import Settings
-
     listing = "Glob result: " + " ".join(f"item{i} status ok" for i in range(400))
     def glob(call_id: str) -> dict:
         return {"role": "assistant", "content": None, "tool_calls": [{
@@ -253,12 +263,7 @@ async def test_a_large_superseded_result_keeps_its_placeholder_through_the_prune
                glob("g2"), {"role": "tool", "tool_call_id": "g2", "content": listing},
                {"role": "assistant", "content": "There are 400 billing items, all fine."},
                {"role": "user", "content": "Good. Now draft the release note for the billing team."}]
-    hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path))
-    try:
-        result = await hygiene.apply(history, session_id=f"glob-{uuid.uuid4().hex[:8]}")
-    finally:
-        await hygiene.aclose()
-        hygiene.connector.close()
+    result = await _applied_once(tmp_path, history)
     older = next(m for m in result.messages if m.get("tool_call_id") == "g1")
     assert older["content"].startswith("[agentmem withheld this older result")
     assert next(m for m in result.messages if m.get("tool_call_id") == "g2")["content"] == listing
@@ -268,19 +273,12 @@ async def test_an_opening_user_turn_withheld_whole_stays_as_its_placeholder(tmp_
     """The user's first message is all contradicted later: dropped, the request would open with
     the assistant's turn (providers refuse it, and the outgoing check then sends the request
     unchanged, withholding nothing). It stays as the placeholder instead."""
-    from agentmem.api import Hygiene
-    from agentmem.config import Settings
 
     history = [{"role": "system", "content": "You plan meals."},
                {"role": "user", "content": "I am vegetarian."},
                {"role": "assistant", "content": "Noted, no meat then."},
                {"role": "user", "content": "I eat meat every day. Plan three dinners."}]
-    hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path))
-    try:
-        result = await hygiene.apply(history, session_id=f"open-{uuid.uuid4().hex[:8]}")
-    finally:
-        await hygiene.aclose()
-        hygiene.connector.close()
+    result = await _applied_once(tmp_path, history)
     assert not result.report.warnings
     assert [m["role"] for m in result.messages] == ["system", "user", "assistant", "user"]
     assert result.messages[1]["content"].startswith("[agentmem withheld this content (clash")
