@@ -9,7 +9,8 @@ messages contain TEXT answer with that reply (a test scripts an LLM judge's verd
 way); ``DELETE /_echo/script`` forgets the scripts.
 
 Directives in the last user or tool message steer it:
-``[[tool:NAME {"json": "args"}]]`` (repeatable: parallel calls), ``[[status:503]]`` (fail with
+``[[tool:NAME {"json": "args"}]]`` (repeatable: parallel calls; in a user message only, so a
+tool result that quotes the request does not call again), ``[[status:503]]`` (fail with
 that status), ``[[cut:N]]`` (drop the connection after N streamed chunks), ``[[slow:MS]]``,
 ``[[stall:N,MS]]`` (a stream pauses MS ms after N chunks, then goes on), ``[[retry_after:S]]``
 (a ``[[status:...]]`` answer carries ``Retry-After: S``).
