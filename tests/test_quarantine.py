@@ -284,6 +284,50 @@ async def test_an_opening_user_turn_withheld_whole_stays_as_its_placeholder(tmp_
     assert result.messages[1]["content"].startswith("[agentmem withheld this content (clash")
 
 
+async def test_a_value_the_user_gave_is_no_poison_when_the_assistant_repeats_it(tmp_path):
+    """A delivery bot (role prompt, tools) confirms the user's new address three times. The
+    poison group on the address starts with the old one, and support from the user was looked
+    up only before that: the new address, said by the user before any repeat, read as "from
+    no user" and the confirmations were withheld (audit 11). Now the user counts before the
+    detail itself was first said."""
+    from agentmem.api import Hygiene
+    from agentmem.config import Settings
+    from agentmem.quarantine import QuarantineStore
+
+    tools = [{"type": "function", "function": {"name": name, "description": f"{name} for an order.",
+                                               "parameters": {"type": "object", "properties": {}}}}
+             for name in ("lookup_order", "update_address")]
+    history = [{"role": "system", "content": "You are the account assistant for a grocery "
+                "delivery service. Deliveries run 8am-8pm. Delivery fee $3.99, free over $50."}]
+    exchanges = [
+        ("Hi, set up weekly delivery. My address is 14 Birch Lane, Apt 2, Springfield.",
+         "Got it: weekly delivery to 14 Birch Lane, Apt 2, Springfield."),
+        ("Oh wait, I'm moving next week. My new address is 88 Cedar Road, Springfield.",
+         "Thanks! I've updated your address to 88 Cedar Road, Springfield, starting next week."),
+        ("Keep Tuesdays.", "Tuesdays stay the same, now delivered to 88 Cedar Road."),
+        ("What address do you have for me now?", "Your delivery address is 88 Cedar Road, Springfield.")]
+    hygiene = Hygiene("default", settings=Settings(data_dir=tmp_path))
+    session_id = f"addr-{uuid.uuid4().hex[:8]}"
+    try:
+        for user, reply in exchanges:
+            history.append({"role": "user", "content": user})
+            call = await hygiene.prepare({"model": "echo", "messages": history, "tools": tools},
+                                         session_id=session_id)
+            await call.finish({"role": "assistant", "content": reply})
+            await hygiene.drain()
+            history.append({"role": "assistant", "content": reply})
+        history.append({"role": "user", "content": "Great, thanks."})
+        result = await hygiene.apply(history, model="echo", tools=tools, session_id=session_id)
+        records = await QuarantineStore(hygiene.store()).all(call.handle)
+    finally:
+        await hygiene.aclose()
+        hygiene.connector.close()
+    assert not [r for r in records if r.kind == "poison"], [r.reason for r in records]
+    sent = json.dumps(result.messages)
+    assert "updated your address to 88 Cedar Road" in sent
+    assert "Your delivery address is 88 Cedar Road" in sent
+
+
 async def test_the_call_path_check_reads_text_and_embeds_nothing(tmp_path):
     """The clash rules on the call path read text: a new user message is checked without
     a single embedding on the call path (its vectors come from background work)."""

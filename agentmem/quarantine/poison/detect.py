@@ -173,8 +173,17 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
         members = [k for k in members if user_strong[k] >= first]  # an echo supports nothing
         if len({clauses[k].position for k in members}) < settings.min_occurrences:
             continue
+        # What the user said counts before the claim's details were first said in the group,
+        # not before its first member: a group on one topic (an address) starts with the old
+        # value, and the user's new one, said before anyone repeated it, was read as an echo.
+        said_first: dict[str, int] = {}
+        for k in members:
+            for detail in clauses[k].details:
+                said_first[detail] = min(said_first.get(detail, clauses[k].position),
+                                         clauses[k].position)
         gaps = {k: unsupported_details(clauses[k], index.candidates(
-                    clauses[k], before=first, most=UNITS_EXAMINED))
+                    clauses[k], before=min((said_first[d] for d in clauses[k].details),
+                                           default=first), most=UNITS_EXAMINED))
                 for k in members}
         members = [k for k in members if gaps[k]]  # all of it stated somewhere: nothing to repeat
         # A claim's recurring unsupported detail is specific (a name, a number, a rare term);
