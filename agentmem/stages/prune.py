@@ -665,9 +665,10 @@ def _opening_question(history: list[dict[str, Any]], older: list[Candidate], kep
 
     Bedrock's Claude and Gemini refuse a conversation whose first turn is the assistant's (an
     answer, a tool call or its result), and an answer reads best after its question. When the
-    first older turn with a kept sentence is not a user turn, this is the best sentence of the
-    user turn before it; ``None`` when the cut opens with a user turn, or the client's own
-    history has no user turn before it."""
+    history opens (its first older turn with a kept sentence, or an earlier turn the stage
+    does not cut) with a turn that is not the user's, this is the best sentence of the user
+    turn before it; ``None`` when the cut opens with a user turn, or the client's own history
+    has no user turn before it."""
     candidates = {c.index for c in older}
     kept_first = next((c.index for c in older if kept[c.rows].any()), len(history))
     # A turn the stage does not cut (the recent window, or a tool result it cannot read, which
