@@ -104,6 +104,17 @@ def test_select_with_memory_uses_its_own_margin_from_the_best_final_score():
     assert select(scores, pinned, unset, top=2.0, learned=True)[0].tolist() == plain.tolist()
 
 
+def test_pinned_tools_come_on_top_of_the_cap():
+    """Tools an agent called in its last turns stay offered, and the new request still gets
+    ``max_tools`` of its own (audit 10: five pinned tools took the places of the read_file the
+    request asked for)."""
+    settings = ToolSettings(max_tools=3, min_tools=1, margin=5.0)
+    scores = np.asarray([0.1, 0.2, 3.0, 2.9, 2.8, 2.7, 0.3], dtype=np.float32)
+    pinned = np.asarray([True, True, False, False, False, False, False])
+    kept, _ = select(scores, pinned, settings)
+    assert kept.tolist() == [True, True, True, True, True, False, False]
+
+
 def test_softness_cuts_a_crowded_top_harder_and_leaves_a_lone_best_alone():
     """memory.softness counts the margin down from the soft best: eight tools, margin 1.0. A
     lone best keeps what the plain best keeps; five tools crowding it raise the soft best to

@@ -228,7 +228,10 @@ def select(scores: np.ndarray, pinned: np.ndarray, settings, top: float | None =
     if margin is not None and len(order):
         best = float(scores[order[0]]) if top is None else top
         floor = max(floor, best - margin)
-    room = most - int(keep.sum())
+    # The pinned (tools named by tool_choice, called in the step or in the last turns) come
+    # on top of the cap: counted in it, an agent's recent calls took the places of what its
+    # new request asks for (audit 10: a read_file ranked 14th of 45 after 5 pinned tools).
+    room = most - int((keep & ~pinned).sum())
     for index in order[settings.min_tools:]:
         if room <= 0 or scores[index] < floor:
             break
