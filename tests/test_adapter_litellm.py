@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import openai
@@ -104,21 +105,31 @@ def litellm_proxy(upstream, tmp_path_factory):
         "the plugin left its embedded Redis running"
 
 
-async def stored(data_dir: Path, session_id: str) -> tuple[str | None, list, list]:
-    """(tenant, active turns, reports) of a session, read from the proxy's embedded Redis."""
+async def read_session(data_dir: Path, session_id: str, read) -> tuple[str | None, Any]:
+    """(tenant, what ``read(store, handle)`` gives) for the first tenant of the proxy's embedded
+    Redis where it gives something (the tenant is a hash of the LiteLLM key); (None, None)."""
     connector = RedisConnector(directory=data_dir)
     store = SessionStore(connector.client())
     try:
         async for key in store.redis.scan_iter(match=tenant_index("*")):
             tenant = key.decode().split("{", 1)[1].split("}", 1)[0]
-            handle = SessionHandle(tenant, session_id)
-            turns = await store.active_turns(handle)
-            if turns:
-                return tenant, turns, await store.reports(handle)
-        return None, [], []
+            found = await read(store, SessionHandle(tenant, session_id))
+            if found:
+                return tenant, found
+        return None, None
     finally:
         await store.close()
         connector.close()
+
+
+async def stored(data_dir: Path, session_id: str) -> tuple[str | None, list, list]:
+    """(tenant, active turns, reports) of a session that stored turns; (None, [], [])."""
+    async def turns_and_reports(store, handle):
+        turns = await store.active_turns(handle)
+        return (turns, await store.reports(handle)) if turns else None
+
+    tenant, found = await read_session(data_dir, session_id, turns_and_reports)
+    return (tenant, *found) if found else (None, [], [])
 
 
 async def wait_for_turns(data_dir: Path, session_id: str, count: int) -> tuple[str | None, list, list]:

@@ -19,11 +19,9 @@ import pytest
 
 from agentmem.adapters.litellm_messages import MessagesStreamAssembler, unmodelled
 from agentmem.anthropic_api import from_chat, parse_request, to_chat
-from agentmem.store import RedisConnector, SessionHandle, SessionStore
-from agentmem.store.keys import tenant_index
 from tests import test_adapter_litellm as chat_route
 from tests.anthropic_calls import message_of
-from tests.test_adapter_litellm import TOOLS, WEATHER, session, stored, wait_for_turns
+from tests.test_adapter_litellm import TOOLS, WEATHER, read_session, session, stored, wait_for_turns
 
 litellm_proxy = chat_route.litellm_proxy  # the same fixture: a LiteLLM proxy for this module
 
@@ -278,18 +276,8 @@ async def test_failures_and_a_client_that_leaves_free_the_session(litellm_proxy,
 
 async def stored_reports(data_dir, sid: str) -> list:
     """A session's reports, also when it stored no turns (``stored`` finds sessions by theirs)."""
-    connector = RedisConnector(directory=data_dir)
-    store = SessionStore(connector.client())
-    try:
-        async for key in store.redis.scan_iter(match=tenant_index("*")):
-            tenant = key.decode().split("{", 1)[1].split("}", 1)[0]
-            reports = await store.reports(SessionHandle(tenant, sid))
-            if reports:
-                return reports
-        return []
-    finally:
-        await store.close()
-        connector.close()
+    _, reports = await read_session(data_dir, sid, lambda store, handle: store.reports(handle))
+    return reports or []
 
 
 async def _settled() -> None:
