@@ -26,6 +26,7 @@ from typing import Any
 
 from redis.exceptions import LockError
 
+from agentmem.cache_marks import last_marked_message
 from agentmem.config import Settings, checked_tenant
 from agentmem.errors import HygieneUnavailable, InvalidRequest
 from agentmem.identity import session_id_for
@@ -561,7 +562,13 @@ class Call:
             run, session=self.handle if stored else None, store=self.store if stored else None,
             stored_positions=self.prefix.matched if self.prefix else 0, chains=self.chains,
             next_turn_id=self.prefix.next_turn_id if self.prefix else 0,
-            channels=channels or Channels(), new_turns=self.new_turns if stored else [])
+            channels=channels or Channels(), new_turns=self.new_turns if stored else [],
+            cache_mark=self.cache_mark)
+
+    @functools.cached_property
+    def cache_mark(self) -> int | None:
+        """The last message marked for the provider's prompt cache, read once for all stages."""
+        return last_marked_message(self.history)
 
     async def send(self) -> Any:
         """The clean request to the provider, through the engine's upstream."""

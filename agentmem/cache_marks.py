@@ -40,6 +40,11 @@ def last_marked_message(messages: list[dict[str, Any]]) -> int | None:
     return next((i for i in range(len(messages) - 1, -1, -1) if message_marked(messages[i])), None)
 
 
+def tools_marked(tools: list[dict[str, Any]] | None) -> bool:
+    """Whether a tool carries a cache mark."""
+    return any(_marked(tool) for tool in tools or ())
+
+
 def marks_cache(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> bool:
     """Whether the request marks anything for the provider's prompt cache."""
-    return any(_marked(tool) for tool in tools or ()) or last_marked_message(messages) is not None
+    return tools_marked(tools) or last_marked_message(messages) is not None

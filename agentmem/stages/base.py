@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from agentmem.cache_marks import last_marked_message
 from agentmem.messages import tool_call_units
 
 if TYPE_CHECKING:
@@ -142,6 +143,9 @@ async def ingest_counts(channels: Channels, store: SessionStore | None,
     return stored
 
 
+UNREAD = object()  # StageContext.cache_mark before anyone read it
+
+
 @dataclass
 class StageContext:
     """What a stage may read: the policy, the incoming history, the session, the engine's state
@@ -161,6 +165,16 @@ class StageContext:
     channels: Channels = field(default_factory=Channels)  # shared by the stages of one call
     new_turns: list[TurnRecord] = field(default_factory=list)  # ingest's records of
     # history[stored_positions:] (their sentence spans and token counts, counted once)
+    cache_mark: int | object | None = field(default=UNREAD, repr=False)  # see last_cache_mark
+
+    @property
+    def last_cache_mark(self) -> int | None:
+        """The last message the client marked for the provider's prompt cache (None: none;
+        ``agentmem.cache_marks``). A call reads it once for all its stages (``cache_mark``);
+        a context made elsewhere reads it here."""
+        if self.cache_mark is UNREAD:
+            self.cache_mark = last_marked_message(self.history)
+        return self.cache_mark  # type: ignore[return-value]
 
     async def turn_ids(self, upto: int) -> list[int]:
         """The turn id of each position < upto (stored ones from Redis, new ones as they will be)."""

@@ -286,7 +286,7 @@ class PruneStage(Stage):
         if not query:
             return
         start = recent_start(history, settings.keep_recent_exchanges)
-        cached = last_marked_message(history) if settings.respect_cache_marks else None
+        cached = context.last_cache_mark if settings.respect_cache_marks else None
         if cached is not None and cached >= len(history) - 1:
             context.run.skipped = CACHED
             return

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from agentmem.cache_marks import last_marked_message
 from agentmem.conversation import last_user_index
 from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
@@ -88,7 +87,7 @@ class QuarantineStage(Stage):
                                          min_overlap=settings.supersede_overlap)
                       if settings.clash and settings.supersede_repeated_calls
                       and settings.resolution != "keep_both" else [])
-        cached = last_marked_message(history) if settings.respect_cache_marks else None
+        cached = context.last_cache_mark if settings.respect_cache_marks else None
         if cached is not None:  # the client's cached prefix: repeats leave it as it is
             superseded = [r for r in superseded if r.position > cached]
         # The poison check reads every sentence with its vector or runs after the reply: past

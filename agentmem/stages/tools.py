@@ -37,7 +37,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from redis.exceptions import RedisError
 
-from agentmem.cache_marks import marks_cache
+from agentmem.cache_marks import marks_cache, tools_marked
 from agentmem.conversation import (
     agent_step_start,
     last_user_index,
@@ -299,7 +299,8 @@ class ToolsStage(Stage):
         if not turn.query:
             return
         functions = [function_of(tool) for _, tool in entries]
-        if settings.respect_cache_marks and marks_cache(history, [t for _, t in entries]):
+        if settings.respect_cache_marks and (context.last_cache_mark is not None
+                                             or tools_marked([t for _, t in entries])):
             context.run.skipped = CACHED
             self._remember_offer(context, turn.query, None, functions)  # learnt from, not scored
             return
