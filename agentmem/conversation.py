@@ -33,12 +33,17 @@ def last_user_index(history: list[Message]) -> int | None:
     return None
 
 
-def opening_role(messages: list[Message]) -> str | None:
-    """The role of the first message that is not a system or developer message: what a
-    conversation opens with (Anthropic, Bedrock and Gemini refuse one that opens with the
-    assistant's turn)."""
-    return next((m.get("role") for m in messages if m.get("role") not in {"system", "developer"}),
+def opening_index(messages: list[Message]) -> int | None:
+    """Position of the first message that is not a system or developer message."""
+    return next((i for i, m in enumerate(messages) if m.get("role") not in {"system", "developer"}),
                 None)
+
+
+def opening_role(messages: list[Message]) -> str | None:
+    """What a conversation opens with (Anthropic, Bedrock and Gemini refuse one that opens with
+    the assistant's turn): the role of its first message past the system prompt."""
+    index = opening_index(messages)
+    return None if index is None else messages[index].get("role")
 
 
 def agent_step_start(history: list[Message]) -> int:

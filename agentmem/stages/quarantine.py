@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from agentmem.conversation import last_user_index
+from agentmem.conversation import last_user_index, opening_index, opening_role
 from agentmem.messages import text_of
 from agentmem.models.runtime import run_inference
 from agentmem.quarantine.clash import all_rule_clashes, load_nli, nli_candidates, settle, undecided
@@ -222,10 +222,7 @@ class QuarantineStage(Stage):
                 spans_by_position.setdefault(position, []).append(((start, end), record))
         excluded = context.channels.excluded_spans
         replacements, dropped = {}, set()
-        opening = next((i for i, m in enumerate(history) if m.get("role") not in
-                        {"system", "developer"}), None)
-        if opening is not None and history[opening].get("role") != "user":
-            opening = None
+        opening = opening_index(history) if opening_role(history) == "user" else None
         current = {m.index: m for m in draft.messages}
         for position, entries in sorted(spans_by_position.items()):
             if position not in current:
