@@ -13,7 +13,7 @@ from agentmem.quarantine.poison import detail_terms, detect_poison
 from agentmem.quarantine.settings import QuarantineSettings
 from tests.corpus_rows import statements_for
 
-SETTINGS = QuarantineSettings()  # the default untrusted tools: web_*, *search*, ...
+SETTINGS = QuarantineSettings()  # the default untrusted tools: web_*, search engines, browsers, ...
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from agentmem.quarantine.poison import (
 )
 from agentmem.quarantine.poison.cosines import close_pairs
 from agentmem.quarantine.poison.recurrence import _components, _shared_counts
+from agentmem.quarantine.poison.scope import states_facts
 from agentmem.quarantine.poison.support import _Unit
 from agentmem.quarantine.settings import QuarantineSettings
 from tests.corpus_rows import statements_for
@@ -51,6 +52,20 @@ def lines_unit(*lines: str) -> _Unit:
 
 
 # ----------------------------------------------------------------------------- details
+
+def test_a_records_day_keys_are_weekdays_and_a_verb_is_not():
+    hours = detail_terms('{"mon-fri": "9am-8pm", "sat": "10am-6pm"}')
+    assert {"t10:00"} | detail_terms("Saturday") <= hours & detail_terms("It opens at 10am on Saturday.")
+    assert detail_terms("Friday") <= hours
+    assert not detail_terms("Saturday") & detail_terms("She sat down in the sun.")
+
+
+def test_a_records_abbreviated_units_are_the_words_a_reply_spells_out():
+    record = detail_terms('{"time_min": 35}')
+    assert {"#35"} | detail_terms("minutes") <= record & detail_terms("about 35 minutes")
+    assert detail_terms("hours") <= detail_terms("it takes 3 hrs") & detail_terms("three hours")
+    assert detail_terms("minutes").isdisjoint(detail_terms('{"min_order": 50}'))
+
 
 def test_dates_times_and_numbers_match_whatever_their_spelling():
     assert "d3-2" in detail_terms("paid on March 2") & detail_terms('"paid_at": "2024-03-02"')
@@ -426,20 +441,115 @@ def test_with_no_system_prompt_an_assistant_is_general_unless_people_are_talking
     assert flagged(stamped, encode)
 
 
-def test_the_same_answers_are_claims_under_a_prompt_that_gives_facts(encode):
-    """What makes them answers is the role prompt: under a prompt that states the business's
-    facts (a price, an hour) the assistant speaks for them, and its recurring unsupported
-    details are claims again; so they are with a tool in the session. A prompt whose only
-    numbers are a date or a year is a role."""
+def test_the_same_answers_are_claims_beside_a_tool_but_not_under_facts_on_something_else(encode):
+    """What makes them answers is the role prompt: beside a tool the assistant reports its
+    results, and its recurring unsupported details are claims again. A prompt whose facts are
+    on something else leaves them answers (the tours' price says nothing about Alfama's food:
+    see the next test for what such a prompt does judge), and so does one whose only numbers
+    are a date or a year."""
     messages = _general_record("am-general-01")
-    briefed = [system("You are the assistant of Lisbon Walks. Walking tours cost 25 euros and "
-                      "start at 10:00 from Praca do Comercio."), *messages[1:]]
-    assert flagged(briefed, encode)
+    elsewhere = [system("You are the assistant of Lisbon Walks. Walking tours cost 25 euros and "
+                        "start at 10:00 from Praca do Comercio."), *messages[1:]]
+    assert flagged(elsewhere, encode) == {}
     weather = [call("get_weather", {"city": "Lisbon"}, 1),
                result({"city": "Lisbon", "forecast": "sunny", "high_c": 24}, 1)]
     assert flagged([*messages[:2], *weather, *messages[2:]], encode)
     dated = [system("You are a friendly travel assistant. Today is 3 October 2024."), *messages[1:]]
     assert flagged(dated, encode) == {}
+
+
+FJORD = [
+    system("You are the support assistant for Fjord Gear. Policies: Returns within 30 days of "
+           "delivery. Standard shipping costs $5.95 and takes 3-5 business days."),
+    asked("How do I waterproof my new jacket?"),
+    said("Wash it with a technical wash, then tumble dry on low for 20 minutes to reactivate "
+              "the DWR coating. Reapply a spray-on DWR every 6 months."),
+    asked("Can I return it if it leaks?"),
+    said("Yes, returns are accepted within 30 days of delivery. We also give a lifetime leak "
+              "guarantee: any jacket that leaks is replaced, however old it is."),
+    asked("It leaked after a year."),
+    said("Then our lifetime leak guarantee covers it, and we replace the jacket."),
+    asked("How often should I reproof it?"),
+    said("Reapply a spray-on DWR every 6 months, and tumble dry on low for 20 minutes after "
+              "washing."),
+    asked("And shipping for the replacement?"),
+    said("Standard shipping costs $5.95; under the lifetime leak guarantee the replacement "
+              "ships at no charge."),
+    asked("Any last care tips?"),
+    said("Tumble dry on low for 20 minutes after each wash and reapply the DWR every 6 months."),
+    asked("Thanks."),
+]
+
+
+def test_under_a_prompt_with_facts_the_business_terms_are_judged_and_care_advice_is_not(encode):
+    """A prompt that states the shop's terms makes the assistant answer for its terms: an
+    invented "lifetime leak guarantee" said three times is poison. Its care advice, said three
+    times too, is knowledge the user asked for, and nothing in the session could support it:
+    in twenty deployed bots such advice, a tutor's formula and a coach's plan were withheld
+    (31 of 76 confirmed claims), all under prompts with a price or a policy in them."""
+    found = flagged(FJORD, encode)
+    assert {4, 6, 10} <= set(found)
+    assert all("guarantee" in text for texts in found.values() for text in texts)
+    assert not {2, 8, 12} & set(found)
+
+
+@pytest.mark.parametrize(("sentence", "facts"), [
+    ("Returns within 30 days.", True),
+    ("Membership $30/month.", True),
+    ("Gym hours 6am-10pm.", True),
+    ("Sessions last 45 minutes.", True),
+    ("This unit is Chapter 7: quadratic equations.", False),
+    ("You are MathBuddy, a tutor for 9th-grade algebra.", False),
+    ("Lesson 12 of 40: food and the market.", False),
+    ("Introduce at most 8 new words per lesson.", False),
+    ("The team's stack: Python 3.11, pandas 2.1, SQLAlchemy 2.0.", False),
+    ("The plan costs 9.99 a month.", True),
+    ("Today is May 1, 2024.", False),
+])
+def test_a_prompt_states_facts_with_numbers_that_are_not_a_lessons_or_a_versions(sentence, facts):
+    assert states_facts(sentence) is facts
+
+
+def test_a_clause_that_restates_what_the_user_gave_over_several_turns_is_not_poison(encode):
+    """The party size, the day, the time (asked as "can we push it to 7:30pm?") and the name
+    came from four user turns, so no one unit states the booking; each was "from no user"."""
+    messages = [
+        system("You are the reservation assistant for Trattoria Sole. Open Tue-Sun 5pm-11pm. "
+               "Parties over 8 need a $100 deposit."),
+        asked("I'd like a table for 2 on Friday at 7pm."),
+        said("I can hold a table for 2 this Friday at 7pm. May I have a name?"),
+        asked("Name is Adeyemi."), said("Thank you: a table for 2 on Friday at 7pm under Adeyemi."),
+        asked("Actually make it 4 people."), said("Changed: a table for 4 on Friday at 7pm."),
+        asked("And can we push it to 7:30pm?"), said("Done: table for 4, Friday at 7:30pm, under Adeyemi."),
+        asked("Do I need a deposit?"),
+        said("No: deposits are for parties over 8, and your table for 4, Friday at 7:30pm, under "
+             "Adeyemi needs none."),
+        asked("Confirm everything?"), said("Confirmed: Adeyemi, table for 4, this Friday at 7:30pm."),
+        asked("Thanks."),
+    ]
+    assert flagged(messages, encode) == {}
+
+
+def test_a_discounted_total_is_worked_out_from_the_price_and_the_code(encode):
+    """$1,299 from the catalogue with the prompt's 10% code is $1,169.10: no source states
+    the total, and every repetition of it was withheld. An invented fee is still caught."""
+    item = {"sku": "LSO-1", "name": "Studio One (pair)", "price_usd": 1299.00, "stock": 14}
+    messages = [
+        system("You are the sales assistant for Lumen Audio. First orders get 10% off with code "
+               "FIRST10. Use catalog_lookup for prices."),
+        asked("How much are the Studio One speakers?"), call("catalog_lookup", {"sku": "LSO-1"}, 1),
+        result(item, 1), said("The Studio One speakers are $1,299 for the pair."),
+        asked("I'm a first-time buyer."), said("Then with code FIRST10 the pair is $1,169.10."),
+        asked("What's my total again?"), said("Your total is $1,169.10 with FIRST10."),
+        asked("One more time?"), said("$1,169.10 after the 10% code."),
+        asked("Thanks."),
+    ]
+    assert flagged(messages, encode) == {}
+    invented = [*messages[:-1], asked("Anything else to pay?"),
+                said("There is a $39 handling fee on speaker orders."), asked("Really?"),
+                said("Yes, the $39 handling fee applies to every speaker order."), asked("Hmm."),
+                said("The $39 handling fee is charged at checkout."), asked("Thanks.")]
+    assert set(flagged(invented, encode)) >= {12, 14, 16}
 
 
 def test_a_documents_labelled_lines_are_records_though_no_full_stop_parts_them():
@@ -883,3 +993,18 @@ def test_past_the_call_paths_budget_the_poison_check_waits_for_the_reply(encode,
     assert records == [] and batches == [] and "the poison check runs after the reply" in bounded.warnings[0]
     records, whole = _detect(found, recording)
     assert records and len([t for batch in batches for t in batch]) > 2 and not whole.warnings
+
+
+@pytest.mark.parametrize(("tool", "trust"), [
+    ("web_search", "untrusted"), ("search", "untrusted"), ("tavily_search_results_json", "untrusted"),
+    ("duckduckgo_search", "untrusted"), ("browser__navigate", "untrusted"), ("fetch_url", "untrusted"),
+    ("Google_Search", "untrusted"), ("faq_search", "tool"), ("kb_search", "tool"),
+    ("search_orders", "tool"), ("help_center_search", "tool"), ("lookup_order", "tool"),
+])
+def test_by_default_the_web_is_untrusted_and_an_operators_own_searches_are_not(tool, trust):
+    """A support bot's help-centre search states the company's own policies: under the old
+    default (``*search*``) every answer it backed was a claim, and a bot repeating "gift cards
+    never expire" from it had them withheld."""
+    from agentmem.quarantine.statements import trust_class
+
+    assert trust_class(f"tool:{tool}", QuarantineSettings().untrusted_tools) == trust

@@ -7,6 +7,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
+# Tools that read the open web. Not "*search*": a support bot's help-centre search or an
+# order search states the operator's own facts, and distrusting them withheld true answers the
+# bot repeated ("gift cards never expire", from the company's faq_search: audit 11, Stop 72).
+UNTRUSTED_TOOLS = (
+    "web_*", "untrusted_*", "search", "*web_search*", "*websearch*", "*search_web*", "*internet*",
+    "*google*", "*bing*", "*tavily*", "*duckduckgo*", "*brave*", "*serp*", "*exa_search*",
+    "*perplexity*", "*wikipedia*", "*scrape*", "*browse*", "*browser*", "*crawl*", "*fetch_url*",
+    "*fetch_page*", "*fetch_web*",
+)
+
+
 class QuarantineSettings(BaseModel):
     """The quarantine stage: context clash and context poisoning (see agentmem/quarantine/)."""
 
@@ -100,9 +111,10 @@ class QuarantineSettings(BaseModel):
     judge_budget: int = Field(
         50, ge=0, description="Most pairs one session may send to the judge (cached verdicts are free).")
     untrusted_tools: list[str] = Field(
-        default_factory=lambda: ["web_*", "untrusted_*", "*search*", "*scrape*", "*browse*",
-                                 "*fetch_url*"],
-        description="Glob patterns of tool names whose results are untrusted.")
+        default_factory=lambda: list(UNTRUSTED_TOOLS),
+        description="Glob patterns of tool names whose results are untrusted (case-insensitive). "
+        "The default names the web: search engines, browsers, scrapers; an operator's own "
+        "searches (faq_search, kb_search, search_orders) are trusted like its other tools.")
     min_occurrences: int = Field(
         3, ge=2, description="Occurrences of an unsupported claim that make it poison.")
     recurrence_similarity: float = Field(

@@ -53,6 +53,10 @@ _TEMPORAL = re.compile(
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _WEEKDAY_ABBREVIATION = re.compile(r"\b(Mon|Tues?|Weds?|Thu(?:rs?)?|Fri|Sat|Sun)\b\.?")
 _WEEKDAY_OF = {name[:3]: name for name in _WEEKDAYS}
+# Lower-case abbreviations where a record keys hours by day ("sat": "10am-6pm", "mon-fri"): a
+# verb elsewhere ("she sat down"), a weekday only as a key or beside another weekday.
+_DAY = r"(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)"
+_WEEKDAY_KEY = re.compile(rf"(?<![\w-])({_DAY})(?=[\"']\s*:|\s*[-–]\s*{_DAY}\b)|(?<=[-–])({_DAY})(?=[\"']\s*:)")
 
 
 def _month(name: str) -> str:
@@ -98,6 +102,7 @@ def _temporal(text: str) -> tuple[str, set[str]]:
         return " "
 
     text = _WEEKDAY_ABBREVIATION.sub(lambda m: _WEEKDAY_OF[m.group(1)[:3].lower()], text)
+    text = _WEEKDAY_KEY.sub(lambda m: _WEEKDAY_OF[(m.group(1) or m.group(2))[:3]], text)
     return _TEMPORAL.sub(replace, text), tokens
 
 
@@ -181,11 +186,19 @@ _CURRENCY = re.compile(
     r"\s*(?:us\s+)?(?:dollars?|usd|euros?|eur|gbp|bucks)\b", re.IGNORECASE)
 
 
+# Units as records abbreviate them ("time_min": 35, "3 hrs"): the words a reply spells out.
+_ABBREVIATED = {"min": "minutes", "mins": "minutes", "hr": "hours", "hrs": "hours", "h": "hours",
+                "sec": "seconds", "secs": "seconds", "wk": "weeks", "wks": "weeks", "yr": "years",
+                "yrs": "years"}
+_UNIT_ABBREVIATION = re.compile(r"(?:(?<=\d)\s?|(?<=[a-z]_))(min|mins|hrs?|h|secs?|wks?|yrs?)\b")
+
+
 @lru_cache(maxsize=1 << 16)
 def detail_terms(text: str) -> frozenset[str]:
     """Normalised content words, dates and times: what must match for two texts to state the
     same detail. URLs say none; a currency word after an amount is its sign."""
     text = URL.sub(" ", text)
+    text = _UNIT_ABBREVIATION.sub(lambda m: " " + _ABBREVIATED[m.group(1)], text)
     text = _CURRENCY.sub(r"\g<amount> ", text)
     text = _FREE.sub(f" {FREE} ", text)
     rest, out = _temporal(text)

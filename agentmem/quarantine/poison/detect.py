@@ -14,7 +14,7 @@ from agentmem.episodes import opens_with_date
 from agentmem.models.runtime import pause_point
 from agentmem.quarantine.poison.clauses import Clause, _is_value, clauses_of, is_self_description
 from agentmem.quarantine.poison.cosines import clause_cosines
-from agentmem.quarantine.poison.details import _TEMPORAL, detail_terms
+from agentmem.quarantine.poison.details import detail_terms
 from agentmem.quarantine.poison.recurrence import (
     LOOSE_CHAIN_TURNS,
     _other_amounts,
@@ -27,11 +27,13 @@ from agentmem.quarantine.poison.recurrence import (
     pairs_among,
     recurring,
 )
+from agentmem.quarantine.poison.scope import prompt_scope, speaks_of
 from agentmem.quarantine.poison.support import (
     UNITS_EXAMINED,
     _support,
     _Units,
     authority_units,
+    derived,
     unsupported_details,
 )
 from agentmem.quarantine.poison.vectors import Encoder, _own_vectors, _vectors_for, uncached
@@ -86,12 +88,18 @@ def scan_claims(statements: Statements, since_position: int, *,
                    or not is_self_description(c.text, plural=not statements.prompted)]
     if not open_domain and _general_assistant(statements):
         clauses = [c for c in clauses if statements.trust[c.row] != "assistant"]
+    elif not open_domain and statements.prompted and not statements.tools:
+        # A prompt that states facts: the assistant answers for them and for the business's
+        # terms, not for the knowledge it gives on request (a formula, a plan, care advice).
+        # By reply: "the music has to finish by 11 pm" is the venue's rule when the reply
+        # goes on to the couple's corkage.
+        scope = prompt_scope(t for t, trust in zip(statements.texts, statements.trust) if trust == "system")
+        if scope is not None:
+            replies = {int(p) for p, text, trust in zip(statements.position, statements.texts, statements.trust)
+                       if trust == "assistant" and speaks_of(text, scope)}
+            clauses = [c for c in clauses if statements.trust[c.row] != "assistant" or c.position in replies]
     return ClaimScan(since_position, clauses, claimant, framed,
                      not statements.tools and not statements.prompted)
-
-
-_FACT_NUMBER = re.compile(r"\d")
-_YEAR = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")
 
 
 def _general_assistant(statements: Statements) -> bool:
@@ -111,8 +119,17 @@ def _general_assistant(statements: Statements) -> bool:
         return False
     if not statements.prompted:
         return not statements.speakers and not any(map(opens_with_date, statements.texts))
-    return not any(_FACT_NUMBER.search(_YEAR.sub(" ", _TEMPORAL.sub(" ", text)))
-                   for text, trust in zip(statements.texts, statements.trust) if trust == "system")
+    return prompt_scope(t for t, trust in zip(statements.texts, statements.trust) if trust == "system") is None
+
+
+# A user's question that asks for something states what they want ("And can we push it to
+# 7:30pm?"); one that asks whether something is so ("Is the warranty 5 years?") states nothing.
+_REQUEST = re.compile(r"\W*(?:(?:and|so|also|ok|okay|actually|then|great|oh)\b\W*)*"
+                      r"(?:(?:can|could|would|will)\s+(?:you|we|i|u)\b|please\b|may\s+i\b|"
+                      r"is\s+it\s+possible\b)", re.IGNORECASE)
+
+
+_PERCENT = re.compile(r"(?<![\d.])(\d{1,2}(?:\.\d+)?)\s*(?:%|percent\b)", re.IGNORECASE)
 
 
 def unembedded_clauses(statements: Statements, settings, scan: ClaimScan) -> list[str]:
@@ -140,8 +157,14 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
         return []
     authority = [i for i in range(statements.size) if not claimant[i] and not framed[i]
                  and statements.trust[i] in {"system", "user", "tool"}
-                 and not statements.texts[i].rstrip().endswith("?")]
+                 and (not statements.texts[i].rstrip().endswith("?")
+                      or statements.trust[i] == "user" and _REQUEST.match(statements.texts[i]))]
     units = authority_units(statements, authority)
+    percents = [(int(statements.position[i]), float(m.group(1))) for i in authority
+                for m in _PERCENT.finditer(statements.texts[i])]
+    replies: dict[int, set[str]] = {}  # per claim turn, the numbers it gives
+    for c in clauses:
+        replies.setdefault(c.position, set()).update(d for d in c.details if d[:1] == "#")
     index = _Units(units)
     vectors = _vectors_for(statements, clauses, encode)
     strong, weak, user_strong = _support(statements, clauses, authority, units, index, vectors,
@@ -181,10 +204,27 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             for detail in clauses[k].details:
                 said_first[detail] = min(said_first.get(detail, clauses[k].position),
                                          clauses[k].position)
-        gaps = {k: unsupported_details(clauses[k], index.candidates(
-                    clauses[k], before=min((said_first[d] for d in clauses[k].details),
-                                           default=first), most=UNITS_EXAMINED))
-                for k in members}
+        gaps = {}
+        for k in members:
+            before = min((said_first[d] for d in clauses[k].details), default=first)
+            sources = index.candidates(clauses[k], before=before, most=UNITS_EXAMINED)
+            gap = unsupported_details(clauses[k], sources)
+            values = [d for d in gap if d[:1] == "#"]
+            worked: set[str] = set()
+            if values:  # "$1,169.10" with the 10% code, "450 g" of rice for 6: worked out
+                reply = frozenset(float(d[1:]) for d in replies.get(clauses[k].position, ()))
+                worked = {d for d in values if derived(
+                    d, sources, index.numbers_before(said_first[d]),
+                    [share for at, share in percents if at < said_first[d]], reply)}
+                gap -= worked
+            # Values and names the user gave are theirs: "Done: table for 4, Friday at 7:30pm,
+            # under Okafor" restates four things they said in four turns. Not when the clause
+            # ties them to one of another source: "Marco in London" (a time-zone tool's city).
+            entities = clauses[k].entities
+            if gap & entities and all(d in worked or index.user_stated(d, before=said_first.get(d, first))
+                                      for d in entities):
+                gap -= entities
+            gaps[k] = gap
         members = [k for k in members if gaps[k]]  # all of it stated somewhere: nothing to repeat
         # A claim's recurring unsupported detail is specific (a name, a number, a rare term);
         # boilerplate every result repeats ("search_docs output for ...") is not a claim.

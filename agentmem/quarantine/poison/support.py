@@ -157,6 +157,22 @@ class _Units:
         return any(self.all[i].states(detail) for i in self._holders(detail).tolist()
                    if self.all[i].trust != "user" or self.all[i].position < before)
 
+    def user_stated(self, detail: str, *, before: int) -> bool:
+        """Whether the user stated the detail before ``before``: their name, their party's
+        size, the time they asked for. Theirs to give, whatever else a clause says with it."""
+        return any(self._user[i] and self._position[i] < before and self.all[i].states(detail)
+                   for i in self._holders(detail).tolist())
+
+    def numbers_before(self, before: int, most: int = 64) -> np.ndarray:
+        """The distinct numbers the authority stated before ``before``, the latest ``most``."""
+        seen: dict[float, None] = {}
+        for i in np.flatnonzero(self._position < before)[::-1].tolist():
+            for value in self.all[i].numbers:
+                seen.setdefault(value)
+            if len(seen) >= most:
+                break
+        return np.asarray(list(seen)[:most], dtype=float)
+
     def candidates(self, clause: Clause, *, before: int | None = None, share: float = 0.0,
                    most: int | None = None, start: int = 0) -> list[_Unit]:
         """Units that may state at least ``share`` of the clause's details, most promising
@@ -452,3 +468,33 @@ def unsupported_details(clause: Clause, units: list[_Unit]) -> frozenset[str]:
     if len(best) < 2:
         return clause.details  # one shared word is a coincidence, not the clause's source
     return clause.details - best
+
+
+def derived(detail: str, sources: list[_Unit], numbers: np.ndarray, percents: list[float],
+            reply: frozenset[float] = frozenset()) -> bool:
+    """Whether a number the clause gives is worked out from numbers its sources or its own
+    reply give: with a stated percentage off or on ($1,299 with the prompt's 10% code is
+    $1,169.10), or scaled by a ratio of two stated numbers whose first the reply names (a
+    recipe for 2, "For 6: ... 450 g rice" from 150 g). ``sources``: the units the clause
+    restates; ``numbers``: the authority's numbers stated before it; ``reply``: the numbers
+    of the clause's reply. Any ratio of stated numbers would make most two-digit numbers
+    "derived" by chance; the one the reply names is the reply's own arithmetic."""
+    value = float(detail[1:])
+    if not len(numbers):
+        return False
+    tolerance = _precision(detail) / 2 + 1e-6 * max(1.0, abs(value))
+    if np.any(np.abs(numbers - value) <= tolerance):
+        return False  # stated as it is: whether in this clause's context is support's to say
+    own = {n for unit in sources for n in unit.numbers if n}
+    bases = np.asarray(sorted(own | (reply - {value})), dtype=float)
+    for share in percents:
+        for factor in (1 - share / 100, 1 + share / 100):
+            if np.any(np.abs(bases * factor - value) <= tolerance):
+                return True
+    tops = np.asarray(sorted(reply & set(numbers.tolist())), dtype=float)
+    ratios = tops[:, None] / np.where(numbers == 0, np.nan, numbers)[None, :]
+    ratios = ratios[np.isfinite(ratios) & (ratios != 1) & (ratios > 0)]
+    if not own or not len(ratios):
+        return False
+    scaled = np.asarray(sorted(own), dtype=float)[:, None] * np.unique(ratios)[None, :]
+    return bool(np.any(np.abs(scaled - value) <= tolerance))
