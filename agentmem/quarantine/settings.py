@@ -130,9 +130,11 @@ class QuarantineSettings(BaseModel):
         "times: \"You are a friendly travel assistant.\"), or no system prompt in a chat that "
         "does not read as people talking (no date-stamped sittings, nobody named), nothing in "
         "the session could support what the assistant knows, and its answers recur with the "
-        "topic the user asks about; off, its statements there are not poison candidates (a "
-        "prompt with facts, or a tool, brings the check back). On: judged as everywhere else, "
-        "which also withholds most of a general assistant's recurring answers (README, "
-        "Benchmarks: Stop 65).")
+        "topic the user asks about; off, its statements there are not poison candidates. A tool "
+        "brings the check back; so does a prompt with facts, for the replies that speak of "
+        "those facts, of the business's terms (a price, a fee, a refund, a policy) or of the "
+        "organisation (\"our\"), not for the advice, formulas or plans the assistant gives "
+        "on request (Stop 72). On: judged as everywhere else, which also withholds most of a "
+        "general assistant's recurring answers (README, Benchmarks: Stop 65).")
 
 
