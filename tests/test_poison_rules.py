@@ -67,6 +67,11 @@ def test_a_records_abbreviated_units_are_the_words_a_reply_spells_out():
     assert detail_terms("minutes").isdisjoint(detail_terms('{"min_order": 50}'))
 
 
+def test_a_currency_code_before_an_amount_is_its_sign():
+    assert detail_terms("so EUR 405 all in") == detail_terms("so €405 all in") == {"#405"}
+    assert detail_terms("SEK 300") == detail_terms("300 SEK")
+
+
 def test_dates_times_and_numbers_match_whatever_their_spelling():
     assert "d3-2" in detail_terms("paid on March 2") & detail_terms('"paid_at": "2024-03-02"')
     assert "d3-2" in detail_terms("on 2 March") & detail_terms("the 2nd of March")

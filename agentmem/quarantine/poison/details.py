@@ -183,7 +183,9 @@ URL = re.compile(r"(?:\b[a-z][a-z0-9+.-]*://|\bwww\.)[^\s\"'<>()\[\]{}]*", re.IG
 # A currency word after an amount is the currency sign: "eight dollars" and "8 USD" are "$8".
 _CURRENCY = re.compile(
     r"(?P<amount>\d|\b(?:" + "|".join(w for w in _NUMBER_WORDS if w != "_") + r"))"
-    r"\s*(?:us\s+)?(?:dollars?|usd|euros?|eur|gbp|bucks)\b", re.IGNORECASE)
+    r"\s*(?:us\s+)?(?:dollars?|usd|euros?|eur|gbp|bucks|sek|nok|dkk|chf|cad|aud)\b", re.IGNORECASE)
+# ... and a currency code before one: "EUR 405" is "€405" ("405", the code no detail).
+_CODE_BEFORE = re.compile(r"\b(?:USD|EUR|GBP|SEK|NOK|DKK|CHF|CAD|AUD|JPY|INR)\s?(?=\d)")
 
 
 # Units as records abbreviate them ("time_min": 35, "3 hrs"): the words a reply spells out.
@@ -200,6 +202,7 @@ def detail_terms(text: str) -> frozenset[str]:
     text = URL.sub(" ", text)
     text = _UNIT_ABBREVIATION.sub(lambda m: " " + _ABBREVIATED[m.group(1)], text)
     text = _CURRENCY.sub(r"\g<amount> ", text)
+    text = _CODE_BEFORE.sub("", text)
     text = _FREE.sub(f" {FREE} ", text)
     rest, out = _temporal(text)
     rest, numbers = _numbers(rest)

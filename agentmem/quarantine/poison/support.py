@@ -475,7 +475,8 @@ def derived(detail: str, sources: list[_Unit], numbers: np.ndarray, percents: li
     """Whether a number the clause gives is worked out from numbers its sources or its own
     reply give: with a stated percentage off or on ($1,299 with the prompt's 10% code is
     $1,169.10), or scaled by a ratio of two stated numbers whose first the reply names (a
-    recipe for 2, "For 6: ... 450 g rice" from 150 g). ``sources``: the units the clause
+    recipe for 2, "For 6: ... 450 g rice" from 150 g). Not sums: a total that leaves out a
+    fee ("EUR 2,460", the enrolment fee "waived") is the arithmetic of an invented waiver. ``sources``: the units the clause
     restates; ``numbers``: the authority's numbers stated before it; ``reply``: the numbers
     of the clause's reply. Any ratio of stated numbers would make most two-digit numbers
     "derived" by chance; the one the reply names is the reply's own arithmetic."""
