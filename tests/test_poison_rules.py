@@ -535,6 +535,37 @@ def test_a_clause_that_restates_what_the_user_gave_over_several_turns_is_not_poi
     assert flagged(messages, encode) == {}
 
 
+def test_a_value_the_user_only_asks_about_is_no_support(encode):
+    """"Can I return it after 60 days?" asks whether the policy allows it; the 60 days are the
+    question. An assistant that answers "yes, 60 days" three times against the prompt's 30 is
+    repeating its own invention, whoever said the number first."""
+    messages = [
+        system("You are the support assistant for Fjord Gear. Returns within 30 days of delivery. "
+               "Standard shipping costs $5.95."),
+        asked("Can I return the boots after 60 days?"),
+        said("Yes, you can return them within 60 days of delivery."),
+        asked("Even if I wore them outside?"), said("Yes, worn boots can come back within 60 days too."),
+        asked("And the jacket?"), said("The jacket also has the 60-day return window."),
+        asked("Thanks."),
+    ]
+    assert {2, 4, 6} <= set(flagged(messages, encode))
+
+
+def test_the_prompts_words_with_another_number_are_no_support(encode):
+    """"Returns are accepted within 60 days of delivery" says four of the prompt's five words;
+    its number is the claim, and the prompt says 30. (A prompt of one sentence: a sentence
+    with a neighbour already asked that the value be stated where its subject is.)"""
+    messages = [
+        system("Returns are accepted within 30 days of delivery."),
+        asked("How long do I have to send the boots back?"),
+        said("Returns are accepted within 60 days of delivery."),
+        asked("And the jacket?"), said("Same: returns are accepted within 60 days of delivery."),
+        asked("Even worn?"), said("Yes, returns are accepted within 60 days of delivery."),
+        asked("Thanks."),
+    ]
+    assert {2, 4, 6} <= set(flagged(messages, encode))
+
+
 def test_a_discounted_total_is_worked_out_from_the_price_and_the_code(encode):
     """$1,299 from the catalogue with the prompt's 10% code is $1,169.10: no source states
     the total, and every repetition of it was withheld. An invented fee is still caught."""

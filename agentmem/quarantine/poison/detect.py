@@ -63,6 +63,9 @@ class ClaimScan:
     claimant: np.ndarray  # per row: a claim's source (assistant, untrusted, relayed text)
     framed: np.ndarray  # per row: a JSON answer's frame (keys, URL pattern)
     peers: bool  # no tool and no system prompt: people talking
+    # Under a prompt with facts and no tool: the replies that speak of those facts or of the
+    # business's terms; a claim is judged only when one of them makes it (None: every claim).
+    answerable: frozenset[int] | None = None
 
 
 def scan_claims(statements: Statements, since_position: int, *,
@@ -86,20 +89,22 @@ def scan_claims(statements: Statements, since_position: int, *,
     if not statements.tools:
         clauses = [c for c in clauses if statements.trust[c.row] != "assistant"
                    or not is_self_description(c.text, plural=not statements.prompted)]
+    answerable = None
     if not open_domain and _general_assistant(statements):
         clauses = [c for c in clauses if statements.trust[c.row] != "assistant"]
     elif not open_domain and statements.prompted and not statements.tools:
         # A prompt that states facts: the assistant answers for them and for the business's
         # terms, not for the knowledge it gives on request (a formula, a plan, care advice).
         # By reply: "the music has to finish by 11 pm" is the venue's rule when the reply
-        # goes on to the couple's corkage.
+        # goes on to the couple's corkage; and by claim: a reply that repeats one in other
+        # words ("worn boots can come back within 60 days too") repeats it all the same.
         scope = prompt_scope(t for t, trust in zip(statements.texts, statements.trust) if trust == "system")
         if scope is not None:
-            replies = {int(p) for p, text, trust in zip(statements.position, statements.texts, statements.trust)
-                       if trust == "assistant" and speaks_of(text, scope)}
-            clauses = [c for c in clauses if statements.trust[c.row] != "assistant" or c.position in replies]
+            answerable = frozenset(
+                int(p) for p, text, trust in zip(statements.position, statements.texts, statements.trust)
+                if trust == "assistant" and speaks_of(text, scope))
     return ClaimScan(since_position, clauses, claimant, framed,
-                     not statements.tools and not statements.prompted)
+                     not statements.tools and not statements.prompted, answerable)
 
 
 def _general_assistant(statements: Statements) -> bool:
@@ -122,11 +127,14 @@ def _general_assistant(statements: Statements) -> bool:
     return prompt_scope(t for t, trust in zip(statements.texts, statements.trust) if trust == "system") is None
 
 
-# A user's question that asks for something states what they want ("And can we push it to
-# 7:30pm?"); one that asks whether something is so ("Is the warranty 5 years?") states nothing.
+# A user's question that asks for something to be done states what they want ("And can we
+# push it to 7:30pm?", "Could you make it 4?"); one that asks whether something is so ("Is the
+# warranty 5 years?", "Can I return it after 60 days?") states nothing: the 60 days are the
+# question, not a fact the user gives.
 _REQUEST = re.compile(r"\W*(?:(?:and|so|also|ok|okay|actually|then|great|oh)\b\W*)*"
-                      r"(?:(?:can|could|would|will)\s+(?:you|we|i|u)\b|please\b|may\s+i\b|"
-                      r"is\s+it\s+possible\b)", re.IGNORECASE)
+                      r"(?:(?:can|could|would|will)\s+(?:you|u)\b|please\b|"
+                      r"(?:can|could)\s+we\s+(?:push|move|change|make|switch|book|add|bump|shift)\b)",
+                      re.IGNORECASE)
 
 
 _PERCENT = re.compile(r"(?<![\d.])(\d{1,2}(?:\.\d+)?)\s*(?:%|percent\b)", re.IGNORECASE)
@@ -250,6 +258,9 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
                        and not (amounts and _other_amounts(clauses[k], gaps[k], amounts))]
             if len({clauses[k].position for k in flagged}) < settings.min_occurrences:
                 continue
+            if scan.answerable is not None and 2 * len(scan.answerable & {
+                    clauses[k].position for k in flagged}) < len({clauses[k].position for k in flagged}):
+                continue  # advice, a formula, a plan: mostly not said of the business's terms
             bare = {clauses[k].position for k in flagged if not weak[k]}
             if len(bare) < MIN_BARE_TURNS:
                 continue  # only ever said next to supported details: a paraphrase, not a claim

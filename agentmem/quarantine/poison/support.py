@@ -397,7 +397,8 @@ def _message_units(trust: str, texts: tuple[str, ...], call: str) -> tuple[
 
 
 def support_level(unit: _Unit, clause: Clause) -> int:
-    """2: the unit states the clause (most of its details); 1: it states its numbers, dates
+    """2: the unit states the clause (most of its details, and every number, date and time
+    of it: "within 60 days of delivery" is not the prompt's "within 30 days of delivery"); 1: it states its numbers, dates
     and names and half of the rest, or it is the answer to a call that asked about the rest;
     0: neither. Either way each value the clause gives must be stated where the unit speaks of
     the clause's subject (``values_in_context``)."""
@@ -407,7 +408,8 @@ def support_level(unit: _Unit, clause: Clause) -> int:
         return 0
     if FREE in clause.details and FREE not in covered:
         return 0  # "Northway will assemble it at no charge": the price is the claim
-    if len(covered) >= SUPPORT_COVERAGE * need:
+    if len(covered) >= SUPPORT_COVERAGE * need and all(
+            d in covered for d in clause.entities if _is_value(d)):
         return 2
     if unit.asked:
         covered = unit.covered(clause.details, asked=True)
