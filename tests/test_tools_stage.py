@@ -137,10 +137,12 @@ def test_a_step_never_takes_back_a_tool_it_offered(client, received, session_id,
     """The step's second call holds the weather tool's result, which speaks of the weather
     only: decided anew, the selection narrows to it; with the step's memory (the default) the
     tools the first call offered stay offered, so the list reaching the provider is the same."""
+    # The whole request only (parts: 0): without the step's memory, the request's parts,
+    # scored again on each call, would hold their tools too (tests/test_tool_parts.py).
     for name, stable in (("tools-step", "true"), ("tools-unstable", "false")):  # the default's rule
         (policy_dir / f"{name}.yaml").write_text(
             f"extends: default\nname: {name}\nstages: [tools]\n"
-            f"tools: {{memory: {{enabled: false}}, step_stable: {stable}}}\n")
+            f"tools: {{memory: {{enabled: false}}, step_stable: {stable}, parts: 0}}\n")
     question, answer = WEATHER_THEN_CAR, WEATHER_CALLED
     offered = {}
     for policy in ("tools-step", "tools-unstable"):
@@ -167,7 +169,8 @@ def test_the_tools_bench_measures_a_steps_second_call(tmp_path):
     record = ToolsRecord(id="oslo", query=WEATHER_THEN_CAR["content"], tools=TOOLS,
                          gold=["get_weather_forecast"])
     unstable = tmp_path / "unstable.yaml"
-    unstable.write_text("extends: default\nname: unstable\ntools: {step_stable: false}\n")
+    unstable.write_text(  # decided anew by the whole request (its parts would hold tools too)
+        "extends: default\nname: unstable\ntools: {step_stable: false, parts: 0}\n")
     step = run_tools([record], policy="default", follow_up=True)["follow_up"]
     anew = run_tools([record], policy=str(unstable), follow_up=True)["follow_up"]
     assert step["n"] == anew["n"] == 1 and step["gold_recall"] == 1.0

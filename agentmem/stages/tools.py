@@ -6,7 +6,9 @@ message plus the current agent step, the same memoised vector prune uses) and th
 name, description and parameter names (and, at a lower weight, its name alone), plus BM25
 over the same words (exact names and rare words that embeddings blur), where the previous
 exchange's words count at a lower weight so a terse follow-up ("and in Paris?") still finds
-its tool. A request in several sentences keeps each sentence's best lexical match.
+its tool. A request in several sentences keeps each sentence's best lexical match, and each
+part of a multi-part request ("file a claim and send me a replacement") is also scored on its
+own and keeps its own tools under the cap (``parts``, agentmem/stages/tool_parts.py).
 
 Dropping is the only edit: kept schemas are the client's own dicts, in the client's order.
 Never dropped: ``always_include``, the tool ``tool_choice`` (or legacy ``function_call``)
@@ -40,6 +42,7 @@ from redis.exceptions import RedisError
 from agentmem.cache_marks import marks_cache, tools_marked
 from agentmem.conversation import (
     agent_step_start,
+    continues_step,
     last_user_index,
     query_of,
     recent_start,
@@ -50,6 +53,7 @@ from agentmem.lexical import terms
 from agentmem.messages import text_of
 from agentmem.report import Action, Decision
 from agentmem.stages.base import Draft, Stage, StageContext
+from agentmem.stages.tool_parts import part_floors, request_parts, with_parts
 from agentmem.state.steps import offered_in_step
 from agentmem.state.tool_model import TrainingSet
 from agentmem.state.tool_usage import (
@@ -111,6 +115,13 @@ class ToolSettings(BaseModel):
         3.0, ge=0, description="In a request of several sentences, a sentence's best BM25 match "
         "scoring at least this ranks with the best tool, so each part of a multi-part request "
         "keeps its tool (null: off).")
+    parts: int = Field(
+        3, ge=0, description="A request of several parts (\"file a claim and send me a "
+        "replacement\") has each part, at most this many, scored on its own too, so one part's "
+        "strong match does not shut out the others' tools: the whole request keeps the best "
+        "half of the cap, then it and each part (its tools within the margin of the part's own "
+        "best) take turns until the cap. On an agent step's first call; the step keeps what it "
+        "offered (agentmem/stages/tool_parts.py; 0 or 1: off).")
     always_include: list[str] = Field(
         default_factory=list, description="Tool names never dropped.")
     recent_calls_window: int = Field(
@@ -308,6 +319,9 @@ class ToolsStage(Stage):
             self._remember_offer(context, turn.query, None, functions)  # learnt from, not scored
             return
         names = [str(f.get("name") or "") for f in functions]
+        parts = request_parts(turn.request, settings.parts) if _scores_parts(settings, history) else []
+        if parts:  # their own batch, padded to the longest part, not to the query
+            context.state.queries.prefetch(*parts)
         reasons = self._pins(names, history, context)
         redis = context.store.redis if context.store is not None else None
         catalogue = await context.state.catalogues.catalogue_for(functions, redis)
@@ -320,6 +334,8 @@ class ToolsStage(Stage):
             scores = scores + learned[0]
         pinned = np.fromiter((n in reasons or not n for n in names), dtype=bool, count=len(names))
         keep, floor = select(scores, pinned, settings, top=top, learned=learned is not None)
+        added = await self._parts(context, catalogue, names, parts, scores, keep, pinned,
+                                  most_kept(settings, learned is not None))
         if settings.step_stable:
             keep = np.asarray(await offered_in_step(context, agent_step_start(history), names,
                                                     keep.tolist(), settings.model_dump_json()), bool)
@@ -333,7 +349,25 @@ class ToolsStage(Stage):
                 flags = [next(kept) for _ in tools]
                 if not all(flags):
                     setattr(draft, attr, [tool for tool, flag in zip(tools, flags) if flag])
-        self._summary(context, names, scores, keep, reasons, learned)
+        self._summary(context, names, scores, keep, reasons, learned, added)
+
+    @staticmethod
+    async def _parts(context: StageContext, catalogue: Catalogue, names: list[str],
+                     parts: list[str], whole: np.ndarray, keep: np.ndarray, pinned: np.ndarray,
+                     most: int) -> dict[str, list[str]]:
+        """Score each part of a multi-part request on its own and share the ``most`` places
+        (besides the pinned) between the whole request's selection ``keep`` (by its ``whole``
+        scores; changed in place) and each part's tools within the margin of the part's best:
+        the whole request keeps its best half, then they take turns (``with_parts``). Returns
+        each part with the tools it brought in."""
+        if not parts:
+            return {}
+        settings = context.policy.tools
+        scores = [hybrid_scores(catalogue, await context.query_vector(part), Turn(part, part),
+                                settings) for part in parts]
+        added = with_parts(keep, pinned, whole, scores, part_floors(scores, settings), most,
+                           max(settings.min_tools, most // 2))
+        return {part: [names[i] for i in rows] for part, rows in zip(parts, added)}
 
     @staticmethod
     async def _learned(context: StageContext, catalogue: Catalogue, vector: np.ndarray,
@@ -441,10 +475,13 @@ class ToolsStage(Stage):
     @staticmethod
     def _summary(context: StageContext, names: list[str], scores: np.ndarray, keep: np.ndarray,
                  reasons: dict[str, str],
-                 learned: tuple[np.ndarray, np.ndarray, np.ndarray, bool] | None = None) -> None:
+                 learned: tuple[np.ndarray, np.ndarray, np.ndarray, bool] | None = None,
+                 parts: dict[str, list[str]] | None = None) -> None:
         kept = [n for n, k in zip(names, keep.tolist()) if k]
         detail: dict[str, Any] = {"offered": len(names), "kept": kept,
                                   "scores": dict(zip(names, _rounded(scores))), "pinned": reasons}
+        if parts:  # each part of a multi-part request, with the tools only it brought in
+            detail["parts"] = parts
         if learned is not None:  # kept tools with past queries: what memory added, and why
             bonus, nearest, counts, modelled = learned
             rows = np.flatnonzero((counts > 0) & keep)
@@ -474,6 +511,16 @@ def _named(context: StageContext) -> dict[str, str]:
     if isinstance(call, dict) and call.get("name"):
         named.setdefault(str(call["name"]), "named by function_call")
     return named
+
+
+def _scores_parts(settings: ToolSettings, history: list[dict[str, Any]]) -> bool:
+    """Whether this call scores the request's parts: on an agent step's first call only when
+    the step keeps what it offered (``step_stable``). The parts are the user's request, the
+    same on every call of the step, so what they brought in on the first call stays offered;
+    scored again on a later call, where the tool just called is pinned on top of the cap and
+    leaves a place free, they would fill it with a new tool and change the list (MetaTool
+    tuning queries, a step's second call: 80% instead of 93% the same list)."""
+    return settings.parts > 1 and not (settings.step_stable and continues_step(history))
 
 
 def _forced(context: StageContext) -> str | None:
