@@ -64,7 +64,8 @@ class ClaimScan:
     framed: np.ndarray  # per row: a JSON answer's frame (keys, URL pattern)
     peers: bool  # no tool and no system prompt: people talking
     # Under a prompt with facts and no tool: the replies that speak of those facts or of the
-    # business's terms; a claim is judged only when one of them makes it (None: every claim).
+    # business's terms; a claim is judged only when most of its turns are among them (None:
+    # every claim is).
     answerable: frozenset[int] | None = None
 
 
@@ -109,8 +110,9 @@ def scan_claims(statements: Statements, since_position: int, *,
 
 def _general_assistant(statements: Statements) -> bool:
     """A chat with no tool in which the assistant answers from its own knowledge: under a
-    system prompt that gives a role but no facts (no number but dates and times: "You are a
-    friendly travel assistant.", "You are a helpful assistant. Today is May 1, 2024."), or
+    system prompt that gives a role but no facts (``scope.states_facts``: no number but dates,
+    years and a lesson's or a version's: "You are a friendly travel assistant.", "You are a
+    helpful assistant. Today is May 1, 2024.", "Chapter 7: quadratic equations."), or
     with no system prompt at all unless it reads as people talking (sittings that open with a
     date stamp, participants named: two friends, LoCoMo's layout). Nothing in the session
     could support what the assistant knows, and its answers recur with the topic the user
@@ -119,7 +121,8 @@ def _general_assistant(statements: Statements) -> bool:
     written for it, and no rule over its words told them from an invented fact ("your dentist
     opens at 7:30"), README, Benchmarks: Stop 65. A prompt that states facts (a price, an
     opening hour, a limit) makes the assistant their spokesman, and a tool a reporter of its
-    results: both are judged."""
+    results: both are judged (a prompt's, for its facts and the business's terms:
+    ``ClaimScan.answerable``)."""
     if statements.tools:
         return False
     if not statements.prompted:
@@ -212,7 +215,7 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
             for detail in clauses[k].details:
                 said_first[detail] = min(said_first.get(detail, clauses[k].position),
                                          clauses[k].position)
-        gaps = {}
+        gaps: dict[int, frozenset[str]] = {}
         for k in members:
             before = min((said_first[d] for d in clauses[k].details), default=first)
             sources = index.candidates(clauses[k], before=before, most=UNITS_EXAMINED)
@@ -258,8 +261,8 @@ def detect_poison(statements: Statements, settings, *, confirmed: np.ndarray | N
                        and not (amounts and _other_amounts(clauses[k], gaps[k], amounts))]
             if len({clauses[k].position for k in flagged}) < settings.min_occurrences:
                 continue
-            if scan.answerable is not None and 2 * len(scan.answerable & {
-                    clauses[k].position for k in flagged}) < len({clauses[k].position for k in flagged}):
+            said_in = {clauses[k].position for k in flagged}
+            if scan.answerable is not None and 2 * len(scan.answerable & said_in) < len(said_in):
                 continue  # advice, a formula, a plan: mostly not said of the business's terms
             bare = {clauses[k].position for k in flagged if not weak[k]}
             if len(bare) < MIN_BARE_TURNS:

@@ -1,5 +1,5 @@
 """What a system prompt makes the assistant answer for: the facts it states (``prompt_scope``)
-and whether a claim is about them or about the business's terms (``in_scope``).
+and whether a reply speaks of them or of the business's terms (``speaks_of``).
 
 A prompt that states facts ("Returns within 30 days. Orders over $150 ship free.") makes the
 assistant its spokesman: a recurring claim about those terms that the prompt does not support

@@ -398,8 +398,9 @@ def _message_units(trust: str, texts: tuple[str, ...], call: str) -> tuple[
 
 def support_level(unit: _Unit, clause: Clause) -> int:
     """2: the unit states the clause (most of its details, and every number, date and time
-    of it: "within 60 days of delivery" is not the prompt's "within 30 days of delivery"); 1: it states its numbers, dates
-    and names and half of the rest, or it is the answer to a call that asked about the rest;
+    of it: "within 60 days of delivery" is not the prompt's "within 30 days of delivery");
+    1: it states its numbers, dates and names and half of the rest, or it is the answer to a
+    call that asked about the rest;
     0: neither. Either way each value the clause gives must be stated where the unit speaks of
     the clause's subject (``values_in_context``)."""
     need = len(clause.details)
@@ -478,10 +479,11 @@ def derived(detail: str, sources: list[_Unit], numbers: np.ndarray, percents: li
     reply give: with a stated percentage off or on ($1,299 with the prompt's 10% code is
     $1,169.10), or scaled by a ratio of two stated numbers whose first the reply names (a
     recipe for 2, "For 6: ... 450 g rice" from 150 g). Not sums: a total that leaves out a
-    fee ("EUR 2,460", the enrolment fee "waived") is the arithmetic of an invented waiver. ``sources``: the units the clause
-    restates; ``numbers``: the authority's numbers stated before it; ``reply``: the numbers
-    of the clause's reply. Any ratio of stated numbers would make most two-digit numbers
-    "derived" by chance; the one the reply names is the reply's own arithmetic."""
+    fee ("EUR 2,460", the enrolment fee "waived") is the arithmetic of an invented waiver.
+    ``sources``: the units the clause restates; ``numbers``: the authority's numbers stated
+    before it; ``reply``: the numbers of the clause's reply. Any ratio of stated numbers would
+    make most two-digit numbers "derived" by chance; the one the reply names is the reply's
+    own arithmetic."""
     value = float(detail[1:])
     if not len(numbers):
         return False
