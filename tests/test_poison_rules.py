@@ -535,19 +535,21 @@ def test_a_clause_that_restates_what_the_user_gave_over_several_turns_is_not_poi
     assert flagged(messages, encode) == {}
 
 
+def _sixty_days(prompt: str, *exchanges: tuple[str, str]) -> list[dict]:
+    """A support chat under ``prompt`` whose assistant says 60 days three times."""
+    return [system(prompt), *(m for q, a in exchanges for m in (asked(q), said(a))), asked("Thanks.")]
+
+
 def test_a_value_the_user_only_asks_about_is_no_support(encode):
     """"Can I return it after 60 days?" asks whether the policy allows it; the 60 days are the
     question. An assistant that answers "yes, 60 days" three times against the prompt's 30 is
     repeating its own invention, whoever said the number first."""
-    messages = [
-        system("You are the support assistant for Fjord Gear. Returns within 30 days of delivery. "
-               "Standard shipping costs $5.95."),
-        asked("Can I return the boots after 60 days?"),
-        said("Yes, you can return them within 60 days of delivery."),
-        asked("Even if I wore them outside?"), said("Yes, worn boots can come back within 60 days too."),
-        asked("And the jacket?"), said("The jacket also has the 60-day return window."),
-        asked("Thanks."),
-    ]
+    messages = _sixty_days(
+        "You are the support assistant for Fjord Gear. Returns within 30 days of delivery. "
+        "Standard shipping costs $5.95.",
+        ("Can I return the boots after 60 days?", "Yes, you can return them within 60 days of delivery."),
+        ("Even if I wore them outside?", "Yes, worn boots can come back within 60 days too."),
+        ("And the jacket?", "The jacket also has the 60-day return window."))
     assert {2, 4, 6} <= set(flagged(messages, encode))
 
 
@@ -555,14 +557,11 @@ def test_the_prompts_words_with_another_number_are_no_support(encode):
     """"Returns are accepted within 60 days of delivery" says four of the prompt's five words;
     its number is the claim, and the prompt says 30. (A prompt of one sentence: a sentence
     with a neighbour already asked that the value be stated where its subject is.)"""
-    messages = [
-        system("Returns are accepted within 30 days of delivery."),
-        asked("How long do I have to send the boots back?"),
-        said("Returns are accepted within 60 days of delivery."),
-        asked("And the jacket?"), said("Same: returns are accepted within 60 days of delivery."),
-        asked("Even worn?"), said("Yes, returns are accepted within 60 days of delivery."),
-        asked("Thanks."),
-    ]
+    messages = _sixty_days(
+        "Returns are accepted within 30 days of delivery.",
+        ("How long do I have to send the boots back?", "Returns are accepted within 60 days of delivery."),
+        ("And the jacket?", "Same: returns are accepted within 60 days of delivery."),
+        ("Even worn?", "Yes, returns are accepted within 60 days of delivery."))
     assert {2, 4, 6} <= set(flagged(messages, encode))
 
 

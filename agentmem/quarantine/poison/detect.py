@@ -91,24 +91,24 @@ def scan_claims(statements: Statements, since_position: int, *,
         clauses = [c for c in clauses if statements.trust[c.row] != "assistant"
                    or not is_self_description(c.text, plural=not statements.prompted)]
     answerable = None
-    if not open_domain and _general_assistant(statements):
+    scope = (prompt_scope(t for t, trust in zip(statements.texts, statements.trust) if trust == "system")
+             if statements.prompted and not statements.tools else None)
+    if not open_domain and _general_assistant(statements, scope):
         clauses = [c for c in clauses if statements.trust[c.row] != "assistant"]
-    elif not open_domain and statements.prompted and not statements.tools:
+    elif not open_domain and scope is not None:
         # A prompt that states facts: the assistant answers for them and for the business's
         # terms, not for the knowledge it gives on request (a formula, a plan, care advice).
         # By reply: "the music has to finish by 11 pm" is the venue's rule when the reply
         # goes on to the couple's corkage; and by claim: a reply that repeats one in other
         # words ("worn boots can come back within 60 days too") repeats it all the same.
-        scope = prompt_scope(t for t, trust in zip(statements.texts, statements.trust) if trust == "system")
-        if scope is not None:
-            answerable = frozenset(
-                int(p) for p, text, trust in zip(statements.position, statements.texts, statements.trust)
-                if trust == "assistant" and speaks_of(text, scope))
+        answerable = frozenset(
+            int(p) for p, text, trust in zip(statements.position, statements.texts, statements.trust)
+            if trust == "assistant" and speaks_of(text, scope))
     return ClaimScan(since_position, clauses, claimant, framed,
                      not statements.tools and not statements.prompted, answerable)
 
 
-def _general_assistant(statements: Statements) -> bool:
+def _general_assistant(statements: Statements, scope: frozenset[str] | None) -> bool:
     """A chat with no tool in which the assistant answers from its own knowledge: under a
     system prompt that gives a role but no facts (``scope.states_facts``: no number but dates,
     years and a lesson's or a version's: "You are a friendly travel assistant.", "You are a
@@ -127,7 +127,7 @@ def _general_assistant(statements: Statements) -> bool:
         return False
     if not statements.prompted:
         return not statements.speakers and not any(map(opens_with_date, statements.texts))
-    return prompt_scope(t for t, trust in zip(statements.texts, statements.trust) if trust == "system") is None
+    return scope is None  # the prompt's ``prompt_scope``, read once by ``scan_claims``
 
 
 # A user's question that asks for something to be done states what they want ("And can we
